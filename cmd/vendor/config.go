@@ -1,0 +1,192 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/nats-io/nats.go"
+
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+// Config is the vendor's configuration, read from LEAF_* variables. Every
+// default works on a laptop: embedded NATS, segments in JetStream KV.
+type Config struct {
+	NATSURL      string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server with JetStream"`
+	NATSListen   string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"embedded server's client address (host:port)"`
+	NATSStoreDir string `envconfig:"NATS_STORE_DIR" default:"leaf-data" desc:"embedded server's JetStream storage; survives restarts"`
+	NATSCreds    string `envconfig:"NATS_CREDS" desc:"credentials file (JWT + nkey seed) for LEAF_NATS_URL"`
+	NATSNKey     string `envconfig:"NATS_NKEY" desc:"nkey seed file for LEAF_NATS_URL"`
+	NATSUser     string `envconfig:"NATS_USER" desc:"user name (or put user:password in the URL)"`
+	NATSPassword string `envconfig:"NATS_PASSWORD" desc:"password for LEAF_NATS_USER"`
+	NATSToken    string `envconfig:"NATS_TOKEN" desc:"authentication token"`
+	NATSTLSCA    string `envconfig:"NATS_TLS_CA" desc:"CA certificate file to verify the server"`
+	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"client certificate file (with LEAF_NATS_TLS_KEY)"`
+	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"client private key file"`
+
+	PostgresURL string `envconfig:"POSTGRES_URL" desc:"Postgres DSN for segments; empty keeps segments in JetStream KV"`
+
+	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`
+	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
+	MaxBatch      int    `envconfig:"MAX_BATCH" default:"10000" desc:"largest count one request may ask for"`
+
+	WorkerID       string        `envconfig:"WORKER_ID" desc:"static worker ID 0..1023 (Leaf's local mode); unset claims one from KV"`
+	WorkerFile     string        `envconfig:"WORKER_FILE" desc:"with LEAF_WORKER_ID: file keeping its last timestamp (default <store dir>/worker-<id>.last)"`
+	WorkerLeaseTTL time.Duration `envconfig:"WORKER_LEASE_TTL" default:"30s" desc:"worker-ID lease TTL; renewed every third of it"`
+	KVReplicas     int           `envconfig:"KV_REPLICAS" default:"1" desc:"replicas of the KV buckets when this vendor creates them"`
+	Epoch          int64         `envconfig:"EPOCH" default:"1288834974657" desc:"snowflake epoch, Unix ms"`
+	ClockTolerance time.Duration `envconfig:"CLOCK_TOLERANCE" default:"5ms" desc:"backwards clock step that is waited out; larger ones answer 503"`
+
+	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
+	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
+
+	// ClockOffset shifts the generator's clock: a test hook for clock faults.
+	ClockOffset time.Duration `envconfig:"CLOCK_OFFSET" desc:"testing only: shift the snowflake clock by this much"`
+}
+
+const envPrefix = "LEAF"
+
+func loadConfig() (Config, error) {
+	var c Config
+	if err := envconfig.Process(envPrefix, &c); err != nil {
+		return c, fmt.Errorf("configuration: %w", err)
+	}
+	return c, c.validate()
+}
+
+// validate checks everything that can be checked before connecting.
+func (c Config) validate() error {
+	var errs []error
+	if _, err := c.staticWorkerID(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.NATSURL == "" {
+		if _, _, err := net.SplitHostPort(c.NATSListen); err != nil {
+			errs = append(errs, fmt.Errorf("LEAF_NATS_LISTEN %q: want host:port", c.NATSListen))
+		}
+	}
+	if c.MaxBatch < 1 || c.MaxBatch > 1_000_000 {
+		errs = append(errs, fmt.Errorf("LEAF_MAX_BATCH %d: want 1..1000000", c.MaxBatch))
+	}
+	if c.WorkerLeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL))
+	}
+	if c.KVReplicas < 1 || c.KVReplicas > 5 {
+		errs = append(errs, fmt.Errorf("LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas))
+	}
+	if c.Epoch < 0 || c.Epoch > time.Now().UnixMilli() {
+		errs = append(errs, fmt.Errorf("LEAF_EPOCH %d: want Unix milliseconds in the past", c.Epoch))
+	}
+	if c.ClockTolerance < 0 || c.ClockTolerance > time.Second {
+		errs = append(errs, fmt.Errorf("LEAF_CLOCK_TOLERANCE %v: want 0..1s", c.ClockTolerance))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("LEAF_LOG_FORMAT %q: want text or json", c.LogFormat))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("LEAF_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
+		errs = append(errs, errors.New("LEAF_NATS_TLS_CERT and LEAF_NATS_TLS_KEY go together"))
+	}
+	if c.SubjectPrefix != "" {
+		if err := segment.ValidateTag(c.SubjectPrefix); err != nil {
+			errs = append(errs, fmt.Errorf("LEAF_SUBJECT_PREFIX %q: letters, digits, _ - and inner dots only", c.SubjectPrefix))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// staticWorkerID returns the pinned worker ID, or -1 when unset.
+func (c Config) staticWorkerID() (int, error) {
+	if c.WorkerID == "" {
+		return -1, nil
+	}
+	id, err := strconv.Atoi(strings.TrimSpace(c.WorkerID))
+	if err != nil || id < 0 || id > snowflake.MaxWorkerID {
+		return -1, fmt.Errorf("LEAF_WORKER_ID %q: want 0..%d, or unset to claim one from KV", c.WorkerID, snowflake.MaxWorkerID)
+	}
+	return id, nil
+}
+
+func (c Config) workerFile(id int) string {
+	if c.WorkerFile != "" {
+		return c.WorkerFile
+	}
+	return filepath.Join(c.NATSStoreDir, fmt.Sprintf("worker-%d.last", id))
+}
+
+// natsOptions turns the authentication and TLS settings into nats options.
+func (c Config) natsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	}
+	if c.NATSNKey != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NATSNKey)
+		if err != nil {
+			return nil, fmt.Errorf("LEAF_NATS_NKEY: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if c.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	}
+	if c.NATSToken != "" {
+		opts = append(opts, nats.Token(c.NATSToken))
+	}
+	if c.NATSTLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.NATSTLSCA))
+	}
+	if c.NATSTLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.NATSTLSCert, c.NATSTLSKey))
+	}
+	return opts, nil
+}
+
+func (c Config) logger(w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(c.LogLevel))
+	ho := &slog.HandlerOptions{Level: lvl}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `vendor: a leaf-nats worker, vending unique 64-bit IDs over NATS.
+
+Usage:
+  vendor                      serve (embedded NATS unless LEAF_NATS_URL is set)
+  vendor tags add <tag> [-step N] [-start M] [-description D]
+  vendor tags list
+  vendor tags set-step <tag> <N>
+  vendor tags delete <tag>
+
+Requests (nats req <subject> <count>; empty body means one ID):
+  <prefix>.snowflake          snowflake IDs
+  <prefix>.segment.<tag>      segment IDs of business tag <tag>
+  <prefix>.snowflake.decode   body: one ID; reply: its time, worker ID and sequence
+
+Configuration (environment):
+`)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	envconfig.Usagef(envPrefix, &Config{}, tw, `{{range .}}  {{usage_key .}}	{{usage_default .}}	{{usage_description .}}
+{{end}}`)
+	tw.Flush()
+	fmt.Fprintln(w, `
+(an empty default column means unset)`)
+}

@@ -1,0 +1,48 @@
+// Command vendor is a leaf-nats worker: it answers ID requests over NATS.
+// Run it with no environment for an embedded NATS server; `vendor -h` lists
+// the configuration.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole program; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			usage(stdout)
+			return 0
+		case "tags":
+			return runTags(ctx, args[1:], stdout, stderr)
+		default:
+			fmt.Fprintf(stderr, "vendor: unknown command %q\n\n", args[0])
+			usage(stderr)
+			return 2
+		}
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "vendor: %v\n(vendor -h lists the configuration)\n", err)
+		return 2
+	}
+	log := cfg.logger(stderr)
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("vendor stopped", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// serve runs a vendor until ctx ends, then shuts down in order: drain the
+// service (requests received are answered), release the worker ID, close
+// the stores and connections, stop the embedded server.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			log.Info("embedded NATS server stopped")
+		}()
+		natsURL = srv.ClientURL()
+		log.Info("embedded NATS server started", "url", natsURL, "store_dir", cfg.NATSStoreDir)
+	}
+
+	// Two connections: the service's is drained on shutdown while the data
+	// connection stays up to release the lease and finish store writes.
+	dataConn, _, err := connect(natsURL, cfg, "leaf-vendor-data", log)
+	if err != nil {
+		return err
+	}
+	defer dataConn.Close()
+	js, err := jetstream.New(dataConn)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
+	}
+
+	w := &worker{cfg: cfg, js: js, clock: offsetClock{cfg.ClockOffset}, log: log}
+	if err := w.claim(ctx); err != nil {
+		return err
+	}
+	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorker()
+	var wg sync.WaitGroup
+	workerDone := make(chan error, 1)
+	wg.Go(func() { workerDone <- w.keep(workerCtx) })
+	defer wg.Wait()
+
+	segs, err := openSegments(ctx, cfg, js, log)
+	if err != nil {
+		return err
+	}
+	defer segs.Close()
+
+	svcConn, svcClosed, err := connect(natsURL, cfg, "leaf-vendor", log)
+	if err != nil {
+		return err
+	}
+	defer svcConn.Close()
+	svc, err := vending.Start(svcConn, vending.Config{
+		Prefix:     cfg.SubjectPrefix,
+		QueueGroup: cfg.QueueGroup,
+		MaxBatch:   cfg.MaxBatch,
+		Snowflake:  &w.slot,
+		Epoch:      cfg.Epoch,
+		Segments:   segs.alloc,
+		Logger:     log,
+	})
+	if err != nil {
+		return err
+	}
+
+	hs, err := startHTTP(cfg, w, segs, log)
+	if err != nil {
+		svc.Stop()
+		return err
+	}
+	defer hs.close()
+
+	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
+		"worker_id", w.slot.Get().WorkerID(), "segments", segs.kind)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("signal received: draining")
+	case runErr = <-workerDone:
+		log.Error("worker ID keeper stopped: draining", "err", runErr)
+	}
+	if err := svc.Stop(); err != nil {
+		log.Warn("stopping service endpoints", "err", err)
+	}
+	if err := svcConn.Drain(); err != nil {
+		log.Warn("draining NATS connection", "err", err)
+	}
+	select {
+	case <-svcClosed:
+		log.Info("drained: in-flight requests answered")
+	case <-time.After(10 * time.Second):
+		log.Warn("drain did not finish within 10s")
+	}
+	stopWorker()
+	return runErr
+}
+
+// connect dials NATS with the configured authentication. It fails at once
+// (no retry loop) when the first connection is refused, so a wrong password
+// ends the process with the server's reason instead of hanging.
+func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	opts, err := cfg.natsOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	closed := make(chan struct{})
+	opts = append(opts,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected; reconnecting", "conn", name, "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("NATS error", "conn", name, "subject", subj, "err", err)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	)
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		hint := ""
+		switch {
+		case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
+			strings.Contains(strings.ToLower(err.Error()), "authorization"):
+			hint = " (the server refused the credentials: check the URL's user:password, LEAF_NATS_CREDS, LEAF_NATS_NKEY, LEAF_NATS_USER/PASSWORD or LEAF_NATS_TOKEN)"
+		case errors.Is(err, nats.ErrNoServers):
+			hint = " (is a NATS server running there? leave LEAF_NATS_URL empty for an embedded one)"
+		}
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w%s", redact(natsURL), err, hint)
+	}
+	return nc, closed, nil
+}
+
+// redact hides passwords in NATS URLs for logs.
+func redact(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

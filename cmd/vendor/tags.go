@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/segment"
+)
+
+const tagsUsage = `Usage:
+  vendor tags add <tag> [-step N] [-start M] [-description D]
+  vendor tags list
+  vendor tags set-step <tag> <N>
+  vendor tags delete <tag>
+
+Tags live in Postgres when LEAF_POSTGRES_URL is set, else in the JetStream KV
+bucket leaf_segments: on LEAF_NATS_URL, on a vendor running with the embedded
+server at LEAF_NATS_LISTEN, or in LEAF_NATS_STORE_DIR when none runs.
+A tag is 1-128 letters, digits, '_', '-' and inner '.'; its IDs are served on
+<prefix>.segment.<tag>.
+`
+
+// maxTableStep bounds a tag's step: Leaf's dynamic-step cap.
+const maxTableStep = 1_000_000
+
+// runTags manages business tags in the configured store.
+func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, tagsUsage)
+		return 0
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "vendor: %v\n", err)
+		return 2
+	}
+	err = tagsCommand(ctx, cfg, args, stdout)
+	var usageErr usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &usageErr):
+		fmt.Fprintf(stderr, "vendor tags: %v\n\n%s", err, tagsUsage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "vendor tags: %v\n", err)
+		return 1
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("vendor tags "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")
+	start := fs.Int64("start", 1, "first ID of the tag")
+	desc := fs.String("description", "", "what the tag is for")
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	want := map[string]int{"add": 1, "list": 0, "set-step": 2, "delete": 1}
+	n, ok := want[args[0]]
+	if !ok {
+		return usagef("unknown subcommand %q", args[0])
+	}
+	if len(pos) != n {
+		return usagef("%s takes %d argument(s), got %d", args[0], n, len(pos))
+	}
+	if n > 0 {
+		if err := segment.ValidateTag(pos[0]); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	if args[0] == "set-step" {
+		if *step, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
+			return usagef("step %q is not a whole number", pos[1])
+		}
+	}
+	if *step < 1 || *step > maxTableStep {
+		return usagef("step %d: want 1..%d", *step, maxTableStep)
+	}
+	if *start < 1 {
+		return usagef("start %d: IDs are positive, want at least 1", *start)
+	}
+	if len(*desc) > 256 {
+		return usagef("description is %d bytes; at most 256", len(*desc))
+	}
+
+	st, where, closeStore, err := openAdminStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+
+	switch args[0] {
+	case "add":
+		err = st.Create(ctx, segment.Row{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc})
+		if errors.Is(err, segment.ErrTagExists) {
+			return fmt.Errorf("tag %q already exists in %s (change its step with: vendor tags set-step %s N)", pos[0], where, pos[0])
+		}
+		if err == nil {
+			fmt.Fprintf(stdout, "added tag %q (step %d, first ID %d) in %s\n", pos[0], *step, *start, where)
+		}
+	case "list":
+		var rows []segment.Row
+		if rows, err = st.List(ctx); err == nil {
+			printRows(stdout, rows)
+		}
+	case "set-step":
+		err = st.SetStep(ctx, pos[0], *step)
+		if err == nil {
+			fmt.Fprintf(stdout, "tag %q: step %d (running vendors use it from their next segment)\n", pos[0], *step)
+		}
+	case "delete":
+		err = st.Delete(ctx, pos[0])
+		if err == nil {
+			fmt.Fprintf(stdout, "deleted tag %q from %s (vendors drop it within a minute)\n", pos[0], where)
+		}
+	}
+	if errors.Is(err, segment.ErrUnknownTag) {
+		return fmt.Errorf("tag %q not found in %s (vendor tags list shows the tags)", pos[0], where)
+	}
+	return err
+}
+
+// parseInterspersed parses flags before, between and after positional
+// arguments, so that `tags add order -step 1000` works.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+func printRows(w io.Writer, rows []segment.Row) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Tag, r.MaxID, r.Step, r.Updated.Local().Format(time.DateTime), r.Description)
+	}
+	tw.Flush()
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "(no tags: add one with: vendor tags add <tag> -step 1000)")
+	}
+}
+
+// openAdminStore opens the store a running vendor would use. For the
+// embedded default it prefers a vendor already serving at LEAF_NATS_LISTEN
+// and otherwise opens LEAF_NATS_STORE_DIR itself.
+func openAdminStore(ctx context.Context, cfg Config) (tagStore, string, func(), error) {
+	if cfg.PostgresURL != "" {
+		st, _, closeStore, err := openStore(ctx, cfg, nil)
+		return st, "Postgres", closeStore, err
+	}
+	natsURL, where := cfg.NATSURL, "NATS at "+redact(cfg.NATSURL)
+	stopServer := func() {}
+	if natsURL == "" {
+		natsURL, where = "nats://"+cfg.NATSListen, "the running vendor's embedded NATS at "+cfg.NATSListen
+		if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
+			nc.Close()
+		} else {
+			srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: cfg.NATSStoreDir, Name: "leaf-tags"})
+			if err != nil {
+				return nil, "", nil, fmt.Errorf("open the embedded store %s: %w", cfg.NATSStoreDir, err)
+			}
+			natsURL, where = srv.ClientURL(), "the embedded store "+cfg.NATSStoreDir
+			stopServer = func() { srv.Shutdown(); srv.WaitForShutdown() }
+		}
+	}
+	opts, err := cfg.natsOptions()
+	if err != nil {
+		stopServer()
+		return nil, "", nil, err
+	}
+	nc, err := nats.Connect(natsURL, append(opts, nats.Name("leaf-tags"))...)
+	if err != nil {
+		stopServer()
+		return nil, "", nil, fmt.Errorf("connect to %s: %w", where, err)
+	}
+	cleanup := func() { nc.Close(); stopServer() }
+	js, err := jetstream.New(nc)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	st, _, closeStore, err := openStore(ctx, cfg, js)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return st, where, func() { closeStore(); cleanup() }, nil
+}

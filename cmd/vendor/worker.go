@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+// offsetClock is the system clock shifted by a fixed offset (a test hook for
+// clock faults, LEAF_CLOCK_OFFSET). time.Time.Add keeps the monotonic
+// reading, so lease deadlines stay immune to wall-clock steps.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time        { return time.Now().Add(c.d) }
+func (c offsetClock) Sleep(d time.Duration) { snowflake.SystemClock{}.Sleep(d) }
+
+// worker holds a worker ID (a KV lease or a static ID with its file) and the
+// generator that vends with it, published in slot.
+type worker struct {
+	cfg   Config
+	js    jetstream.JetStream
+	clock snowflake.Clock
+	log   *slog.Logger
+	slot  snowflake.Slot
+
+	holder snowflake.Holder
+	every  time.Duration
+}
+
+// claim takes a worker ID and installs a generator for it; it returns once
+// the worker may vend.
+func (w *worker) claim(ctx context.Context) error {
+	last := int64(0)
+	id, err := w.cfg.staticWorkerID()
+	if err != nil {
+		return err
+	}
+	if id >= 0 {
+		const horizon = 3 * time.Second
+		path := w.cfg.workerFile(id)
+		h, recorded, err := snowflake.OpenFileHolder(path, w.clock, horizon)
+		if err != nil {
+			return err
+		}
+		if err := snowflake.WaitPast(ctx, w.clock, recorded, 2*horizon); err != nil {
+			return fmt.Errorf("static worker ID %d (timestamp file %s): %w", id, path, err)
+		}
+		w.holder, w.every, last = h, horizon/3, recorded
+		w.log.Info("static worker ID", "worker_id", id, "timestamp_file", path, "last_ms", recorded)
+	} else {
+		host, _ := os.Hostname()
+		l, err := kv.Claim(ctx, w.js, kv.LeaseConfig{
+			TTL:      w.cfg.WorkerLeaseTTL,
+			Replicas: w.cfg.KVReplicas,
+			Holder:   fmt.Sprintf("%s pid %d", host, os.Getpid()),
+			Clock:    w.clock,
+		})
+		if err != nil {
+			return err
+		}
+		if l.TTL() != w.cfg.WorkerLeaseTTL {
+			w.log.Warn("bucket TTL differs from LEAF_WORKER_LEASE_TTL; using the bucket's",
+				"bucket", kv.WorkersBucket, "bucket_ttl", l.TTL(), "configured", w.cfg.WorkerLeaseTTL)
+		}
+		id, last = l.ID(), l.Last()
+		w.holder, w.every = l, l.TTL()/3
+		w.log.Info("worker ID claimed", "worker_id", id, "ttl", l.TTL(), "previous_last_ms", last)
+	}
+	g, err := snowflake.New(snowflake.Settings{
+		Epoch:       w.cfg.Epoch,
+		WorkerID:    id,
+		Clock:       w.clock,
+		MaxBackward: w.cfg.ClockTolerance,
+		Last:        last,
+		Leased:      true,
+	})
+	if err != nil {
+		return err
+	}
+	deadline, err := w.holder.Renew(ctx)
+	if err != nil {
+		return err
+	}
+	g.Window(deadline)
+	w.slot.Set(g)
+	return nil
+}
+
+// keep renews the worker ID until ctx ends, then releases it. A lost lease is
+// replaced by a new claim; in between the slot is empty and requests get 503.
+func (w *worker) keep(ctx context.Context) error {
+	for {
+		err := snowflake.Keep(ctx, w.slot.Get(), w.holder, w.every, w.log)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if !errors.Is(err, snowflake.ErrLeaseLost) {
+			return err
+		}
+		w.slot.Set(nil)
+		for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+			err := w.claim(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			w.log.Error("claiming a new worker ID failed; retrying", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+		}
+	}
+}

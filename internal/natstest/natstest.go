@@ -1,0 +1,50 @@
+// Package natstest starts real embedded nats-servers for tests.
+package natstest
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
+)
+
+// Server starts a single-node server with JetStream in a temporary directory
+// and stops it when the test ends.
+func Server(t testing.TB) *server.Server {
+	t.Helper()
+	return ServerWith(t, natsserver.Config{})
+}
+
+// ServerWith starts a server from c, filling in a free port and a temporary
+// store directory when they are empty.
+func ServerWith(t testing.TB, c natsserver.Config) *server.Server {
+	t.Helper()
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:0"
+	}
+	if c.StoreDir == "" {
+		c.StoreDir = t.TempDir()
+	}
+	s, err := natsserver.Start(c)
+	if err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// Conn connects to s and closes the connection when the test ends.
+func Conn(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", s.ClientURL(), err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

@@ -1,0 +1,286 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+// Buckets of the worker-ID leases.
+const (
+	// WorkersBucket holds one key per claimed worker ID; the bucket's TTL
+	// expires the keys of workers that stopped renewing.
+	WorkersBucket = "leaf_workers"
+	// ClocksBucket holds each worker ID's last timestamp. It has no TTL: the
+	// timestamp must outlive the lease so the next holder starts after it.
+	ClocksBucket = "leaf_worker_clocks"
+)
+
+// ErrNoFreeWorkerID is returned by Claim when all 1,024 worker IDs are held.
+var ErrNoFreeWorkerID = errors.New("kv: every worker ID is held by a live worker")
+
+// LeaseConfig configures Claim. Zero values mean defaults.
+type LeaseConfig struct {
+	// TTL of a lease (30s). The bucket's own TTL wins when the bucket
+	// already exists with another one, since the server expires by it.
+	TTL time.Duration
+	// Replicas of both buckets when they are created (1).
+	Replicas int
+	// Holder describes the claimant in the lease value (host, pid).
+	Holder string
+	// Clock is the generator's clock: timestamps recorded and compared are
+	// in its time.
+	Clock snowflake.Clock
+	// First and Last bound the worker IDs Claim tries (0 and 0 mean all,
+	// 0..1023), to split the ID space between clusters.
+	First, Last int
+	// MaxWait is how long Claim waits for the clock to pass the previous
+	// holder's last timestamp before giving up (the TTL).
+	MaxWait time.Duration
+}
+
+// Lease is a claimed worker ID. It implements snowflake.Holder.
+type Lease struct {
+	id       int
+	last     int64 // previous holder's last timestamp
+	deadline time.Time
+	ttl      time.Duration
+	value    []byte
+	clock    snowflake.Clock
+
+	leases   jetstream.KeyValue
+	clocks   jetstream.KeyValue
+	rev      uint64 // lease key's revision
+	clockRev uint64 // clock key's revision
+}
+
+var _ snowflake.Holder = (*Lease)(nil)
+
+type leaseValue struct {
+	Holder  string    `json:"holder"`
+	Claimed time.Time `json:"claimed"`
+}
+
+func leaseKey(id int) string { return "worker." + strconv.Itoa(id) }
+
+// Claim takes a free worker ID: Create on its key is the claim. It then waits
+// until the clock is past the ID's last recorded timestamp and records a
+// first reservation, so the returned lease may vend at once (until Deadline).
+func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, error) {
+	if c.TTL <= 0 {
+		c.TTL = 30 * time.Second
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.Clock == nil {
+		c.Clock = snowflake.SystemClock{}
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = c.TTL
+	}
+	if c.First == 0 && c.Last == 0 {
+		c.Last = snowflake.MaxWorkerID
+	}
+	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
+		return nil, fmt.Errorf("kv: worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID)
+	}
+	leases, ttl, err := workerBuckets(ctx, js, c)
+	if err != nil {
+		return nil, err
+	}
+	clocks, err := js.KeyValue(ctx, ClocksBucket)
+	if err != nil {
+		return nil, fmt.Errorf("kv: open bucket %s: %w", ClocksBucket, err)
+	}
+	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
+	l := &Lease{ttl: ttl, value: value, clock: c.Clock, leases: leases, clocks: clocks}
+
+	taken := map[string]bool{}
+	keys, err := leases.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kv: list %s: %w", WorkersBucket, err)
+	}
+	for k := range keys.Keys() {
+		taken[k] = true
+	}
+	// Start at a random ID so that concurrent claimants rarely collide.
+	size := c.Last - c.First + 1
+	start := rand.IntN(size)
+	for i := range size {
+		id := c.First + (start+i)%size
+		if taken[leaseKey(id)] {
+			continue
+		}
+		rev, err := leases.Create(ctx, leaseKey(id), value)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
+		}
+		l.id, l.rev = id, rev
+		if err := l.start(ctx, c.MaxWait); err != nil {
+			l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
+			return nil, err
+		}
+		return l, nil
+	}
+	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
+		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, ttl)
+}
+
+// workerBuckets opens (or creates) both buckets and returns the lease bucket
+// and its effective TTL.
+func workerBuckets(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (jetstream.KeyValue, time.Duration, error) {
+	leases, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
+		Bucket: WorkersBucket, Description: "leaf-nats worker-ID leases",
+		History: 1, TTL: c.TTL, Replicas: c.Replicas, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
+		Bucket: ClocksBucket, Description: "leaf-nats worker-ID last timestamps",
+		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return nil, 0, err
+	}
+	st, err := leases.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kv: status of %s: %w", WorkersBucket, err)
+	}
+	ttl := st.TTL()
+	if ttl <= 0 {
+		return nil, 0, fmt.Errorf("kv: bucket %s has no TTL, so dead workers' IDs would never be freed; delete it (nats kv del %s) and restart",
+			WorkersBucket, WorkersBucket)
+	}
+	return leases, ttl, nil
+}
+
+func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) { // created by a concurrent claimant
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv: open bucket %s (is JetStream enabled on the server?): %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// start waits past the last recorded timestamp and makes the first
+// reservation. The clock key is written with compare-and-set: if a former
+// holder that lost the ID without noticing recorded a later timestamp after
+// we read it, the write fails and we wait past that one too.
+func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
+	for {
+		last, rev, err := l.readClock(ctx)
+		if err != nil {
+			return err
+		}
+		if err := snowflake.WaitPast(ctx, l.clock, last, maxWait); err != nil {
+			return fmt.Errorf("worker ID %d: %w", l.id, err)
+		}
+		l.last, l.clockRev = last, rev
+		if _, err := l.Renew(ctx); err != nil {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+			return err
+		}
+		return nil
+	}
+}
+
+func (l *Lease) readClock(ctx context.Context) (int64, uint64, error) {
+	e, err := l.clocks.Get(ctx, leaseKey(l.id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("kv: read last timestamp of worker ID %d: %w", l.id, err)
+	}
+	last, err := strconv.ParseInt(string(e.Value()), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kv: last timestamp of worker ID %d is corrupt (%q)", l.id, e.Value())
+	}
+	return last, e.Revision(), nil
+}
+
+// ID returns the worker ID.
+func (l *Lease) ID() int { return l.id }
+
+// Last returns the previous holder's last timestamp (Unix ms): the generator
+// must start after it.
+func (l *Lease) Last() int64 { return l.last }
+
+// Deadline returns the deadline of the last reservation.
+func (l *Lease) Deadline() time.Time { return l.deadline }
+
+// TTL returns the lease TTL in force (the bucket's).
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Renew updates the lease key against its last revision, then records the
+// new deadline as the worker ID's last timestamp. The deadline is measured
+// from before the update was sent, so it falls before the server can expire
+// the key: no one else can hold the ID while we may vend with it.
+func (l *Lease) Renew(ctx context.Context) (time.Time, error) {
+	sent := l.clock.Now()
+	rev, err := l.leases.Update(ctx, leaseKey(l.id), l.value, l.rev)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
+			return time.Time{}, fmt.Errorf("%w: worker ID %d expired or was taken: %v", snowflake.ErrLeaseLost, l.id, err)
+		}
+		return time.Time{}, fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
+	}
+	l.rev = rev
+	// A small margin for the server's clock running faster than ours.
+	deadline := sent.Add(l.ttl - l.ttl/50)
+	crev, err := l.writeClock(ctx, deadline.UnixMilli())
+	if err != nil {
+		return time.Time{}, err
+	}
+	l.clockRev = crev
+	l.deadline = deadline
+	return deadline, nil
+}
+
+func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
+	v := []byte(strconv.FormatInt(ms, 10))
+	if l.clockRev == 0 {
+		rev, err := l.clocks.Create(ctx, leaseKey(l.id), v)
+		if err != nil {
+			return 0, fmt.Errorf("kv: record last timestamp of worker ID %d: %w", l.id, err)
+		}
+		return rev, nil
+	}
+	rev, err := l.clocks.Update(ctx, leaseKey(l.id), v, l.clockRev)
+	if err != nil {
+		return 0, fmt.Errorf("kv: record last timestamp of worker ID %d: %w", l.id, err)
+	}
+	return rev, nil
+}
+
+// Release records last as the worker ID's last timestamp and deletes the
+// lease, so the ID is free at once.
+func (l *Lease) Release(ctx context.Context, last int64) error {
+	if _, err := l.writeClock(ctx, last); err != nil {
+		return err
+	}
+	if err := l.leases.Delete(ctx, leaseKey(l.id), jetstream.LastRevision(l.rev)); err != nil {
+		return fmt.Errorf("kv: delete lease of worker ID %d: %w", l.id, err)
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+func newJS(t *testing.T, s *server.Server) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(natstest.Conn(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// offsetClock is the system clock shifted, to play a host whose clock is off.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time        { return time.Now().Add(c.d) }
+func (c offsetClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+func claim(t *testing.T, js jetstream.JetStream, c LeaseConfig) *Lease {
+	t.Helper()
+	l, err := Claim(context.Background(), js, c)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return l
+}
+
+func leasedGen(t *testing.T, l *Lease, clock snowflake.Clock) *snowflake.Generator {
+	t.Helper()
+	g, err := snowflake.New(snowflake.Settings{WorkerID: l.ID(), Last: l.Last(), Leased: true, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Window(l.Deadline())
+	return g
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestConcurrentClaimsNeverShare(t *testing.T) {
+	s := natstest.Server(t)
+	const n = 50
+	ids := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		js := newJS(t, s) // each claimant its own connection
+		wg.Go(func() {
+			l, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = l.ID()
+		})
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("worker ID %d claimed twice: %v", id, ids)
+		}
+		seen[id] = true
+	}
+}
+
+func TestAllIDsTakenIsAClearError(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	cfg := LeaseConfig{TTL: time.Minute, First: 1000, Last: 1023}
+	seen := map[int]bool{}
+	for range 24 {
+		l := claim(t, js, cfg)
+		if seen[l.ID()] || l.ID() < 1000 {
+			t.Fatalf("claimed %d: outside the range or twice", l.ID())
+		}
+		seen[l.ID()] = true
+	}
+	_, err := Claim(context.Background(), js, cfg)
+	if !errors.Is(err, ErrNoFreeWorkerID) {
+		t.Fatalf("25th claim of 24 IDs: %v, want ErrNoFreeWorkerID", err)
+	}
+	t.Logf("error a user sees: %v", err)
+}
+
+func TestReleaseFreesIDAtOnce(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	cfg := LeaseConfig{TTL: time.Minute, First: 7, Last: 7}
+	l := claim(t, js, cfg)
+	g := leasedGen(t, l, nil)
+	id, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background(), g.Revoke()); err != nil {
+		t.Fatal(err)
+	}
+	l2 := claim(t, js, cfg)
+	if l2.ID() != 7 || l2.Last() < id>>22+snowflake.DefaultEpoch {
+		t.Fatalf("reclaimed %d with last %d; want 7 with last >= the released ID's time", l2.ID(), l2.Last())
+	}
+}
+
+// A holder that stops renewing loses its ID to the TTL; the next holder, even
+// with a clock two seconds behind, starts after every ID the first one made.
+func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
+	s := natstest.Server(t)
+	cfg := LeaseConfig{TTL: 2 * time.Second, First: 3, Last: 3}
+	a := claim(t, newJS(t, s), cfg)
+	ga := leasedGen(t, a, nil)
+	var idsA []int64
+	for {
+		ids, err := ga.NextN(nil, 100)
+		if errors.Is(err, snowflake.ErrNoLease) {
+			break // a stopped renewing: its window closed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		idsA = append(idsA, ids...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	behind := offsetClock{-2 * time.Second}
+	cfg.Clock, cfg.MaxWait = behind, 10*time.Second
+	jsb := newJS(t, s)
+	var b *Lease
+	waitFor(t, "the old lease to expire", func() bool {
+		var err error
+		b, err = Claim(context.Background(), jsb, cfg)
+		if err != nil && !errors.Is(err, ErrNoFreeWorkerID) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	gb := leasedGen(t, b, behind)
+	idsB, err := gb.NextN(nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, last := idsB[0], idsA[len(idsA)-1]; first <= last {
+		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
+	}
+	// The old holder, waking up, cannot renew.
+	if _, err := a.Renew(context.Background()); !errors.Is(err, snowflake.ErrLeaseLost) {
+		t.Fatalf("old holder's renewal: %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	l := claim(t, js, LeaseConfig{TTL: 2 * time.Second})
+	g := leasedGen(t, l, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- snowflake.Keep(ctx, g, l, l.TTL()/3, nil) }()
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	lastDeadline := l.Deadline()
+	stop := time.Now().Add(l.TTL() + 5*time.Second)
+	for {
+		if _, err := g.Next(); errors.Is(err, snowflake.ErrNoLease) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(stop) {
+			t.Fatalf("still vending %v after the server went away (lease TTL %v)", time.Since(stop.Add(-l.TTL()-5*time.Second)), l.TTL())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := l.Deadline(); d.After(lastDeadline) {
+		t.Fatalf("deadline moved to %v while the server was down", d)
+	}
+	cancel()
+	<-done
+}

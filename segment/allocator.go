@@ -1,0 +1,411 @@
+package segment
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultRefresh     = 60 * time.Second
+	DefaultNegativeTTL = 10 * time.Second
+	// DefaultWait is short enough that a 503 reaches a client with a
+	// one-second request timeout before the client gives up, and long
+	// enough for a healthy store, which answers in milliseconds.
+	DefaultWait        = 500 * time.Millisecond
+	DefaultLoadTimeout = 5 * time.Second
+	DefaultMaxStep     = 1_000_000
+)
+
+// retryBackoff is how long a tag waits after a failed load before it asks
+// the store again, so a store that is down sees a few calls a second per
+// tag, not one per request.
+const retryBackoff = 100 * time.Millisecond
+
+// Options configures an Allocator. The zero value of every field but Store
+// means its default.
+type Options struct {
+	// Store keeps the tags' rows. Required.
+	Store Store
+	// Logger receives store outages (once per outage) and recoveries.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock that times segments for the dynamic step. Default
+	// time.Now.
+	Now func() time.Time
+	// Refresh is how often the tag list is re-read. Default 60s.
+	Refresh time.Duration
+	// NegativeTTL is how long a tag list is trusted to say a tag does not
+	// exist: a request for a tag absent from a list younger than this is
+	// answered ErrUnknownTag without asking the store. A new tag can thus
+	// be refused for up to NegativeTTL after it is added. Default 10s.
+	NegativeTTL time.Duration
+	// Wait is how long a request that finds both buffers of its tag empty
+	// waits for a load before it fails with ErrUnavailable. Default 500ms.
+	Wait time.Duration
+	// LoadTimeout bounds one store call. Default 5s.
+	LoadTimeout time.Duration
+	// MaxStep caps the dynamic step. Default 1,000,000 (Leaf's).
+	MaxStep int64
+}
+
+func (o *Options) setDefaults() error {
+	if o.Store == nil {
+		return errors.New("segment: Options.Store is nil; pass a Postgres or KV store")
+	}
+	durations := []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"Refresh", &o.Refresh, DefaultRefresh},
+		{"NegativeTTL", &o.NegativeTTL, DefaultNegativeTTL},
+		{"Wait", &o.Wait, DefaultWait},
+		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout},
+	}
+	for _, d := range durations {
+		if *d.d < 0 {
+			return fmt.Errorf("segment: Options.%s is %v; use a positive duration, or 0 for the default %v", d.name, *d.d, d.def)
+		}
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	if o.MaxStep < 0 {
+		return fmt.Errorf("segment: Options.MaxStep is %d; use a positive step, or 0 for the default %d", o.MaxStep, DefaultMaxStep)
+	}
+	if o.MaxStep == 0 {
+		o.MaxStep = DefaultMaxStep
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Allocator vends IDs for every tag of a Store. It is safe for concurrent
+// use.
+type Allocator struct {
+	opt    Options
+	log    *slog.Logger
+	ctx    context.Context // cancelled by Close; parent of every store call
+	cancel context.CancelFunc
+
+	tags atomic.Pointer[tagSet] // replaced, never mutated: readers take no lock
+
+	mu      sync.Mutex // guards the fields below and replacing tags
+	listing *call      // the tag list read in flight, shared by its waiters
+	listErr error      // the last failed list read ...
+	listAt  time.Time  // ... and when it failed
+
+	goMu   sync.Mutex // orders wg.Add against Close's wg.Wait
+	closed bool
+	wg     sync.WaitGroup
+
+	storeDown atomic.Bool // logs an outage once, and its end once
+}
+
+// tagSet is one version of the tag cache.
+type tagSet struct {
+	bufs map[string]*buffer
+	// listed is when the store last listed its tags, zero if it never
+	// has; tags absent from a recent list are unknown.
+	listed time.Time
+}
+
+// call is a store call whose result several goroutines wait for.
+type call struct {
+	done chan struct{} // closed when err is set
+	err  error
+}
+
+// Open starts an allocator: it reads the tag list and re-reads it every
+// Options.Refresh. A store that cannot be read now is logged, not fatal:
+// tags are then looked up as requests name them. Close stops it.
+func Open(ctx context.Context, opt Options) (*Allocator, error) {
+	if err := opt.setDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Allocator{opt: opt, log: opt.Logger}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.tags.Store(&tagSet{bufs: map[string]*buffer{}})
+	if err := a.list(ctx); err != nil {
+		a.log.Warn("segment: tag list not read at start; tags will be looked up on request", "err", err)
+	}
+	a.spawn(a.refreshLoop)
+	return a, nil
+}
+
+// Close stops the refresh loop and every load in flight and waits for
+// them. Calls after Close fail with ErrUnavailable.
+func (a *Allocator) Close() error {
+	a.goMu.Lock()
+	a.closed = true
+	a.goMu.Unlock()
+	a.cancel()
+	a.wg.Wait()
+	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for; false after Close.
+func (a *Allocator) spawn(f func()) bool {
+	a.goMu.Lock()
+	defer a.goMu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// TryTake appends n ascending IDs for tag to dst if it can without waiting
+// for the store. ok is false, with nothing consumed, when serving would
+// wait: the tag's first load, both buffers empty, or a tag not yet looked
+// up; call Take then. A non-nil err is final (bad tag or n, unknown tag).
+func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok bool, err error) {
+	if n < 1 {
+		return dst, false, errCount(n)
+	}
+	b := a.tags.Load().bufs[tag]
+	if b == nil {
+		if err := a.missing(tag); err != nil {
+			return dst, false, err
+		}
+		return dst, false, nil
+	}
+	b.mu.Lock()
+	r, got := b.reserve(int64(n), true)
+	if got > 0 {
+		a.preload(b)
+	} else {
+		a.startLoad(b) // the Take that follows finds it in flight
+	}
+	b.mu.Unlock()
+	if got == 0 {
+		return dst, false, nil
+	}
+	return r.appendTo(dst, n), true, nil
+}
+
+// Take appends n ascending IDs for tag to dst, waiting for the store when
+// the tag's buffers cannot serve them: up to Options.Wait for each load,
+// and never past ctx. On error dst is returned unchanged; the error wraps
+// ErrInvalidTag, ErrUnknownTag or ErrUnavailable.
+func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	if n < 1 {
+		return dst, errCount(n)
+	}
+	b, err := a.buffer(ctx, tag)
+	if err != nil {
+		return dst, err
+	}
+	orig := len(dst)
+	need := int64(n)
+	var timer *time.Timer
+	for {
+		b.mu.Lock()
+		r, got := b.reserve(need, false)
+		need -= got
+		var l *call
+		var failed error // why no load could start
+		if need == 0 {
+			a.preload(b)
+		} else if l = a.startLoad(b); l == nil {
+			failed = b.lastErr
+		}
+		b.mu.Unlock()
+		dst = r.appendTo(dst, int(got))
+		if need == 0 {
+			if timer != nil {
+				timer.Stop()
+			}
+			return dst, nil
+		}
+		if err := a.await(ctx, tag, l, failed, &timer); err != nil {
+			return dst[:orig], err
+		}
+	}
+}
+
+// await waits for the load l of tag. A nil l is a load that could not
+// start: the store failed a moment ago (with failed), or the allocator is
+// closed.
+func (a *Allocator) await(ctx context.Context, tag string, l *call, failed error, timer **time.Timer) error {
+	if l == nil {
+		if a.ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
+		}
+		if failed == nil {
+			failed = errors.New("no segment loaded")
+		}
+		return loadError(tag, failed)
+	}
+	if *timer == nil {
+		*timer = time.NewTimer(a.opt.Wait)
+	} else {
+		(*timer).Reset(a.opt.Wait)
+	}
+	select {
+	case <-l.done:
+		return loadError(tag, l.err)
+	case <-(*timer).C:
+		return fmt.Errorf("%w: tag %q: the store did not answer within %v; retry later, and check the store", ErrUnavailable, tag, a.opt.Wait)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, ctx.Err())
+	}
+}
+
+// loadError is what a Take that needed a failed load returns.
+func loadError(tag string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnknownTag):
+		return &TagError{Tag: tag, Err: ErrUnknownTag}
+	}
+	return fmt.Errorf("%w: tag %q: buffers empty and the store failed: %w", ErrUnavailable, tag, err)
+}
+
+func errCount(n int) error {
+	return fmt.Errorf("segment: cannot take %d IDs; ask for 1 or more", n)
+}
+
+// preload starts loading the next segment once 10% of the current one is
+// used, so the switch finds it ready. b.mu is held.
+func (a *Allocator) preload(b *buffer) {
+	if b.loading != nil || b.nextReady || !b.cur.used10() {
+		return
+	}
+	a.startLoad(b)
+}
+
+// startLoad returns the load of b's next segment in flight, starting one if
+// none is and the next segment is not there yet. nil when none can start.
+// b.mu is held.
+func (a *Allocator) startLoad(b *buffer) *call {
+	if b.loading != nil || b.nextReady {
+		return b.loading
+	}
+	now := a.opt.Now()
+	if now.Before(b.retryAt) {
+		return nil
+	}
+	step := b.nextStep(now, a.opt.MaxStep)
+	l := &call{done: make(chan struct{})}
+	if !a.spawn(func() { a.load(b, l, step, now) }) {
+		return nil
+	}
+	b.loading = l
+	return l
+}
+
+// load fetches b's next segment of step (0: the row's step).
+func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time) {
+	ctx, cancel := context.WithTimeout(a.ctx, a.opt.LoadTimeout)
+	row, err := a.opt.Store.Alloc(ctx, b.tag, step)
+	cancel()
+	var seg Segment
+	if err == nil {
+		seg, err = segmentOf(row, step)
+	}
+	took := a.opt.Now().Sub(started)
+
+	b.mu.Lock()
+	b.loading = nil
+	b.lastTook = took
+	if err == nil {
+		b.next, b.nextReady = seg, true
+		b.step, b.minStep = cmp.Or(step, row.Step), row.Step
+		b.lastLoad, b.retryAt, b.lastErr = started, time.Time{}, nil
+		b.loads++
+	} else {
+		b.retryAt, b.lastErr = started.Add(retryBackoff), err
+		b.failures++
+	}
+	b.mu.Unlock()
+	l.err = err
+	close(l.done)
+
+	switch {
+	case errors.Is(err, ErrUnknownTag):
+		a.log.Warn("segment: tag deleted from the store; no longer served", "tag", b.tag)
+		a.forget(b.tag)
+	case err != nil && a.ctx.Err() == nil:
+		a.storeFailed(err, "tag", b.tag)
+	case err == nil:
+		a.storeOK()
+	}
+}
+
+// segmentOf is the segment a row handed out by Alloc(tag, step) serves.
+func segmentOf(row Row, step int64) (Segment, error) {
+	if step == 0 {
+		step = row.Step
+	}
+	if step < 1 {
+		return Segment{}, fmt.Errorf("segment: tag %q: the store has step %d; fix it with: vendor tags set-step %s 1000", row.Tag, step, row.Tag)
+	}
+	// IDs are positive: a row whose max_id was set by hand below its
+	// step serves only its positive part.
+	start := max(row.MaxID-step, 1)
+	if row.MaxID <= start {
+		return Segment{}, fmt.Errorf("segment: tag %q: the store returned max_id %d, which leaves no positive IDs", row.Tag, row.MaxID)
+	}
+	return Segment{Start: start, Value: start, End: row.MaxID}, nil
+}
+
+func (a *Allocator) storeFailed(err error, args ...any) {
+	if a.storeDown.CompareAndSwap(false, true) {
+		a.log.Error("segment: store unavailable; serving from buffers until it is back", append(args, "err", err)...)
+	}
+}
+
+func (a *Allocator) storeOK() {
+	if a.storeDown.CompareAndSwap(true, false) {
+		a.log.Info("segment: store available again")
+	}
+}
+
+// TagStatus describes one tag's buffers, for status pages and metrics.
+type TagStatus struct {
+	Tag     string
+	Current Segment // being served
+	Next    Segment // loaded and waiting, when NextReady
+	// NextReady is true when Next holds a segment; Loading when its load
+	// is in flight.
+	NextReady, Loading bool
+	// Step is the size of the last segment loaded, MinStep the row's step
+	// (the floor of the dynamic step).
+	Step, MinStep int64
+	Loads         int64 // segments loaded
+	LoadFailures  int64
+	LastLoad      time.Time     // when the last successful load started
+	LastLoadTook  time.Duration // how long the last load (either outcome) took
+	LastError     error         // of the last load, nil after a success
+}
+
+// Snapshot returns the status of every cached tag, ordered by tag.
+func (a *Allocator) Snapshot() []TagStatus {
+	set := a.tags.Load()
+	out := make([]TagStatus, 0, len(set.bufs))
+	for _, b := range set.bufs {
+		out = append(out, b.status())
+	}
+	slices.SortFunc(out, func(x, y TagStatus) int { return strings.Compare(x.Tag, y.Tag) })
+	return out
+}

@@ -1,0 +1,460 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/segment"
+)
+
+func TestOpenInvalidOptions(t *testing.T) {
+	store := newFakeStore(10)
+	tests := []struct {
+		name string
+		opt  segment.Options
+		want string
+	}{
+		{"no store", segment.Options{}, "Store is nil"},
+		{"negative refresh", segment.Options{Store: store, Refresh: -1}, "Refresh"},
+		{"negative negative TTL", segment.Options{Store: store, NegativeTTL: -1}, "NegativeTTL"},
+		{"negative wait", segment.Options{Store: store, Wait: -1}, "Wait"},
+		{"negative load timeout", segment.Options{Store: store, LoadTimeout: -1}, "LoadTimeout"},
+		{"negative max step", segment.Options{Store: store, MaxStep: -1}, "MaxStep"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := segment.Open(context.Background(), tt.opt)
+			if err == nil {
+				a.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestTakeFreshTagStartsAtOne(t *testing.T) {
+	a := open(t, newFakeStore(1000, "order"), segment.Options{})
+	if ids := take(t, a, "order", 3); !slices.Equal(ids, []int64{1, 2, 3}) {
+		t.Fatalf("first IDs = %v, want [1 2 3]", ids)
+	}
+}
+
+func TestPreloadAtTenPercent(t *testing.T) {
+	store := newFakeStore(100, "order")
+	a := open(t, store, segment.Options{})
+
+	take(t, a, "order", 1)
+	take(t, a, "order", 8) // 9 of 100 used
+	if s := status(t, a, "order"); s.Loading || s.NextReady {
+		t.Fatalf("next segment requested at 9%% used: %+v", s)
+	}
+	take(t, a, "order", 1) // 10 used
+	if s := status(t, a, "order"); !s.Loading && !s.NextReady {
+		t.Fatalf("next segment not requested at 10%% used: %+v", s)
+	}
+	nextReady(t, a, "order")
+	take(t, a, "order", 50)
+	if got := len(store.allocSteps()); got != 2 {
+		t.Fatalf("store Alloc calls = %d, want 2 (first load and one preload)", got)
+	}
+}
+
+func TestDynamicStep(t *testing.T) {
+	clock := newFakeClock()
+	store := newFakeStore(100, "order")
+	a := open(t, store, segment.Options{Now: clock.Now, MaxStep: 800})
+
+	all := take(t, a, "order", 1)
+	// How long each segment lasts, and the step of the load that follows.
+	lasted := []struct {
+		d    time.Duration
+		step int64
+	}{
+		{time.Minute, 200},
+		{time.Minute, 400},
+		{time.Minute, 800},
+		{time.Minute, 800}, // capped at MaxStep
+		{20 * time.Minute, 800},
+		{40 * time.Minute, 400},
+		{40 * time.Minute, 200},
+		{40 * time.Minute, 100},
+		{40 * time.Minute, 100}, // floored at the row's step
+		{14 * time.Minute, 200},
+	}
+	want := []int64{0} // the first load takes the row's step
+	for _, l := range lasted {
+		clock.Add(l.d)
+		s := status(t, a, "order")
+		all = append(all, take(t, a, "order", int(s.Current.End-s.Current.Value))...)
+		nextReady(t, a, "order")
+		all = append(all, take(t, a, "order", 1)...)
+		want = append(want, l.step)
+	}
+	if got := store.allocSteps(); !slices.Equal(got, want) {
+		t.Fatalf("Alloc steps = %v, want %v", got, want)
+	}
+	if !consecutive(all, 1) {
+		t.Fatalf("IDs of one allocator on a fake store are not 1, 2, 3, ...: %v", all)
+	}
+}
+
+func TestTakeAcrossSwitch(t *testing.T) {
+	a := open(t, newFakeStore(10, "order"), segment.Options{})
+	take(t, a, "order", 1)
+	nextReady(t, a, "order")
+	if ids := take(t, a, "order", 15); !consecutive(ids, 2) {
+		t.Fatalf("batch across a switch = %v, want 2..16", ids)
+	}
+	if s := status(t, a, "order"); s.Current.Start != 11 || s.Current.Value != 17 {
+		t.Fatalf("after the switch current = %+v, want start 11, value 17", s.Current)
+	}
+	// More than both buffers hold: several loads in one call.
+	if ids := take(t, a, "order", 500); !consecutive(ids, 17) {
+		t.Fatalf("batch of 500 over several loads = %v..., want from 17 on", ids[:5])
+	}
+}
+
+func TestUnknownTags(t *testing.T) {
+	clock := newFakeClock()
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{Now: clock.Now, NegativeTTL: 10 * time.Second})
+
+	_, err := a.Take(context.Background(), "invoice", nil, 1)
+	if !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Take(invoice) error = %v, want ErrUnknownTag", err)
+	}
+	const msg = `segment: tag "invoice" not found (add it with: vendor tags add invoice)`
+	if err.Error() != msg {
+		t.Fatalf("error = %q, want %q", err, msg)
+	}
+
+	flood := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for g := range 100 {
+			wg.Go(func() {
+				for i := range 100 {
+					tag := "nope"
+					if i%2 == 1 {
+						tag = fmt.Sprintf("nope-%d-%d", g, i)
+					}
+					if _, err := a.Take(context.Background(), tag, nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
+						errs <- fmt.Errorf("Take(%s) error = %v, want ErrUnknownTag", tag, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	flood()
+	if got := store.listCalls(); got != 1 {
+		t.Fatalf("10,000 requests for unknown tags with a fresh list: %d Tags calls, want 1 (at Open)", got)
+	}
+	clock.Add(10 * time.Second)
+	flood()
+	if got := store.listCalls(); got != 2 {
+		t.Fatalf("10,000 requests for unknown tags after NegativeTTL: %d Tags calls, want 2", got)
+	}
+	if got := len(store.allocSteps()); got != 0 {
+		t.Fatalf("unknown tags made %d Alloc calls", got)
+	}
+
+	// A tag added to the store is found once the list is stale.
+	store.set(func(f *fakeStore) { f.rows["invoice"] = segment.Row{Tag: "invoice", MaxID: 1, Step: 10} })
+	clock.Add(10 * time.Second)
+	take(t, a, "invoice", 1)
+}
+
+func TestInvalidRequests(t *testing.T) {
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{})
+	tests := []struct {
+		name string
+		tag  string
+		n    int
+		want error
+	}{
+		{"wildcard tag", "order.*", 1, segment.ErrInvalidTag},
+		{"empty tag", "", 1, segment.ErrInvalidTag},
+		{"zero count", "order", 0, nil},
+		{"negative count", "order", -1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := []int64{7}
+			got, err := a.Take(context.Background(), tt.tag, dst, tt.n)
+			if err == nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("Take error = %v, want %v", err, tt.want)
+			}
+			if !slices.Equal(got, dst) {
+				t.Fatalf("Take changed dst to %v", got)
+			}
+			if _, ok, err := a.TryTake(tt.tag, dst, tt.n); ok || err == nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("TryTake ok = %v, error = %v, want %v", ok, err, tt.want)
+			}
+		})
+	}
+	if got := len(store.allocSteps()); got != 0 {
+		t.Fatalf("invalid requests made %d Alloc calls", got)
+	}
+}
+
+func TestStoreDownAtOpen(t *testing.T) {
+	clock := newFakeClock()
+	store := newFakeStore(10, "order")
+	boom := errors.New("connection refused")
+	store.set(func(f *fakeStore) { f.err = boom })
+	a := open(t, store, segment.Options{Now: clock.Now})
+
+	if _, err := a.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, boom) {
+		t.Fatalf("Take with the store down = %v, want ErrUnavailable wrapping %v", err, boom)
+	}
+	store.set(func(f *fakeStore) { f.err = nil })
+	clock.Add(time.Second) // past the retry backoff
+	take(t, a, "order", 1)
+}
+
+func TestUnavailable(t *testing.T) {
+	boom := errors.New("connection refused")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name  string
+		fail  func(f *fakeStore)
+		ctx   context.Context
+		wait  time.Duration
+		wants []error
+	}{
+		{"store fails", func(f *fakeStore) { f.err = boom }, context.Background(), time.Hour, []error{segment.ErrUnavailable, boom}},
+		{"store hangs past Wait", func(f *fakeStore) { f.hang = true }, context.Background(), 20 * time.Millisecond, []error{segment.ErrUnavailable}},
+		{"store hangs, request cancelled", func(f *fakeStore) { f.hang = true }, cancelled, time.Hour, []error{segment.ErrUnavailable, context.Canceled}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newFakeStore(10, "order")
+			a := open(t, store, segment.Options{Wait: tt.wait})
+			take(t, a, "order", 10) // the first segment, used up
+			store.set(tt.fail)
+			if status(t, a, "order").NextReady {
+				take(t, a, "order", 10) // and the preloaded one
+			}
+			dst := []int64{7}
+			got, err := a.Take(tt.ctx, "order", dst, 1)
+			for _, want := range tt.wants {
+				if !errors.Is(err, want) {
+					t.Fatalf("Take error = %v, want it to wrap %v", err, want)
+				}
+			}
+			if !slices.Equal(got, dst) {
+				t.Fatalf("failed Take returned %v, want dst unchanged", got)
+			}
+		})
+	}
+}
+
+func TestServesFromBuffersWhileStoreDown(t *testing.T) {
+	clock := newFakeClock()
+	store := newFakeStore(100, "order")
+	a := open(t, store, segment.Options{Now: clock.Now})
+
+	issued := take(t, a, "order", 10)
+	nextReady(t, a, "order")
+	store.set(func(f *fakeStore) { f.err = errors.New("connection refused") })
+
+	s := status(t, a, "order")
+	buffered := int(s.Current.End - s.Current.Value + s.Next.End - s.Next.Value)
+	issued = append(issued, take(t, a, "order", buffered)...)
+	if _, err := a.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Take with the store down and buffers empty = %v, want ErrUnavailable", err)
+	}
+
+	store.set(func(f *fakeStore) { f.err = nil })
+	clock.Add(time.Second)
+	issued = append(issued, take(t, a, "order", 5)...)
+	if !slices.IsSorted(issued) || len(slices.Compact(slices.Clone(issued))) != len(issued) {
+		t.Fatalf("IDs across the outage are not unique and ascending")
+	}
+	if s := status(t, a, "order"); s.LoadFailures == 0 || s.LastError != nil {
+		t.Fatalf("status after recovery = %+v, want failures counted and no last error", s)
+	}
+}
+
+func TestFailedBatchLeavesDstUnchanged(t *testing.T) {
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{})
+	take(t, a, "order", 1)
+	store.set(func(f *fakeStore) { f.err = errors.New("connection refused") })
+	dst := []int64{7}
+	got, err := a.Take(context.Background(), "order", dst, 50)
+	if !errors.Is(err, segment.ErrUnavailable) || !slices.Equal(got, dst) {
+		t.Fatalf("Take = %v, %v; want [7] and ErrUnavailable", got, err)
+	}
+}
+
+func TestTryTake(t *testing.T) {
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{})
+	dst := []int64{7}
+
+	// The first load is a wait: not ok, nothing consumed.
+	if got, ok, err := a.TryTake("order", dst, 1); ok || err != nil || !slices.Equal(got, dst) {
+		t.Fatalf("TryTake before the first load = %v, %v, %v; want [7], false, nil", got, ok, err)
+	}
+	if ids := take(t, a, "order", 1); ids[0] != 1 {
+		t.Fatalf("Take after a refused TryTake = %v, want [1]", ids)
+	}
+	nextReady(t, a, "order")
+	got, ok, err := a.TryTake("order", dst, 12)
+	if !ok || err != nil || got[0] != 7 || !consecutive(got[1:], 2) {
+		t.Fatalf("TryTake across the switch = %v, %v, %v; want [7 2 ... 13]", got, ok, err)
+	}
+	// More than both buffers hold: not ok, nothing consumed.
+	s := status(t, a, "order")
+	if got, ok, err := a.TryTake("order", nil, 1000); ok || err != nil || len(got) != 0 {
+		t.Fatalf("TryTake of 1000 = %v, %v, %v; want nothing, false, nil", got, ok, err)
+	}
+	if ids := take(t, a, "order", 1); ids[0] != s.Current.Value {
+		t.Fatalf("Take after a refused TryTake = %v, want %d: the refusal consumed IDs", ids, s.Current.Value)
+	}
+	if _, ok, err := a.TryTake("invoice", nil, 1); ok || !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("TryTake(unknown) = %v, %v; want ErrUnknownTag", ok, err)
+	}
+}
+
+func TestCloseWaitsForLoads(t *testing.T) {
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{Wait: time.Hour})
+	store.set(func(f *fakeStore) { f.hang = true })
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Take(context.Background(), "order", nil, 1)
+		done <- err
+	}()
+	waitFor(t, "the load to reach the store", func() bool { return store.running() == 1 })
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := store.running(); n != 0 {
+		t.Fatalf("%d store calls still running after Close", n)
+	}
+	if err := <-done; !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Take interrupted by Close = %v, want ErrUnavailable", err)
+	}
+	if _, err := a.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Take after Close = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestRefreshFollowsStore(t *testing.T) {
+	store := newFakeStore(10, "a", "b")
+	a := open(t, store, segment.Options{Refresh: time.Millisecond})
+	store.set(func(f *fakeStore) {
+		delete(f.rows, "b")
+		f.rows["c"] = segment.Row{Tag: "c", MaxID: 1, Step: 10}
+	})
+	waitFor(t, "the refresh to drop b and add c", func() bool {
+		var tags []string
+		for _, s := range a.Snapshot() {
+			tags = append(tags, s.Tag)
+		}
+		return slices.Equal(tags, []string{"a", "c"})
+	})
+}
+
+func TestDeletedTagIsDropped(t *testing.T) {
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{})
+	take(t, a, "order", 1)
+	store.set(func(f *fakeStore) { delete(f.rows, "order") })
+	take(t, a, "order", 9) // triggers a preload, which finds no row
+	waitFor(t, "the deleted tag to leave the cache", func() bool {
+		for _, s := range a.Snapshot() {
+			if s.Tag == "order" {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := a.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Take of a deleted tag = %v, want ErrUnknownTag", err)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	a := open(t, newFakeStore(100, "order", "invoice"), segment.Options{})
+	take(t, a, "order", 20)
+	nextReady(t, a, "order")
+	got := a.Snapshot()
+	if len(got) != 2 || got[0].Tag != "invoice" || got[1].Tag != "order" {
+		t.Fatalf("Snapshot tags = %+v, want invoice and order", got)
+	}
+	s := got[1]
+	want := segment.TagStatus{
+		Tag:       "order",
+		Current:   segment.Segment{Start: 1, Value: 21, End: 101},
+		Next:      segment.Segment{Start: 101, Value: 101, End: 301},
+		NextReady: true,
+		Step:      200,
+		MinStep:   100,
+		Loads:     2,
+	}
+	s.LastLoad, s.LastLoadTook = time.Time{}, 0
+	if s != want {
+		t.Fatalf("Snapshot(order) = %+v, want %+v", s, want)
+	}
+}
+
+func TestConcurrentTakes(t *testing.T) {
+	store := newFakeStore(50, "order")
+	a := open(t, store, segment.Options{Now: time.Now, MaxStep: 400})
+	const goroutines, perG = 16, 2000
+	results := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			var ids []int64
+			for len(ids) < perG {
+				n := 1 + len(ids)%37
+				var err error
+				var ok bool
+				if ids, ok, err = a.TryTake("order", ids, n); err == nil && !ok {
+					ids, err = a.Take(context.Background(), "order", ids, n)
+				}
+				if err != nil {
+					t.Errorf("Take: %v", err)
+					return
+				}
+			}
+			results[g] = ids
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for g, ids := range results {
+		if !slices.IsSorted(ids) {
+			t.Fatalf("goroutine %d: IDs not ascending", g)
+		}
+		for _, id := range ids {
+			if id <= 0 || seen[id] {
+				t.Fatalf("ID %d is duplicate or not positive", id)
+			}
+			seen[id] = true
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package segment
+
+import (
+	"sync"
+	"time"
+)
+
+// Segment is a range of IDs: [Start, End), of which Value is the next to
+// hand out.
+type Segment struct {
+	Start, Value, End int64
+}
+
+// used10 reports whether a tenth of s is used, the point where Leaf loads
+// the next segment. An empty (never loaded) segment counts as used.
+func (s *Segment) used10() bool {
+	return (s.Value-s.Start)*10 >= s.End-s.Start
+}
+
+// buffer is one tag's double buffer: the segment being served and the next
+// one, loaded in the background.
+type buffer struct {
+	tag string
+
+	mu        sync.Mutex
+	cur, next Segment
+	nextReady bool
+	loading   *call     // the load of next in flight, nil when none
+	lastErr   error     // of the last load, nil after a success
+	retryAt   time.Time // no new load before this, after a failure
+
+	// The dynamic step: step is the size of the last segment loaded
+	// (0 before the first), minStep the row's step, lastLoad when the
+	// last segment was loaded.
+	step, minStep int64
+	lastLoad      time.Time
+
+	loads, failures int64
+	lastTook        time.Duration
+}
+
+// span is the IDs [lo, hi).
+type span struct{ lo, hi int64 }
+
+// spans is what one reserve hands out: the rest of the current segment and
+// the start of the next, in ascending order.
+type spans [2]span
+
+// appendTo appends the n IDs of r to dst, growing it once.
+func (r *spans) appendTo(dst []int64, n int) []int64 {
+	if n == 0 {
+		return dst
+	}
+	if cap(dst)-len(dst) < n {
+		grown := make([]int64, len(dst), len(dst)+n)
+		copy(grown, dst)
+		dst = grown
+	}
+	for _, s := range r {
+		for v := s.lo; v < s.hi; v++ {
+			dst = append(dst, v)
+		}
+	}
+	return dst
+}
+
+// reserve takes up to n IDs from the current segment and, when it runs
+// out, from the next, switching to it. With all, it takes n or nothing.
+// b.mu is held; the IDs are appended after it is released.
+func (b *buffer) reserve(n int64, all bool) (r spans, got int64) {
+	avail := b.cur.End - b.cur.Value
+	if all {
+		if b.nextReady {
+			avail += b.next.End - b.next.Value
+		}
+		if avail < n {
+			return r, 0
+		}
+	}
+	for i := range r {
+		if b.cur.Value == b.cur.End {
+			if !b.nextReady {
+				break
+			}
+			b.cur, b.nextReady = b.next, false
+		}
+		k := min(n-got, b.cur.End-b.cur.Value)
+		r[i] = span{b.cur.Value, b.cur.Value + k}
+		b.cur.Value += k
+		got += k
+		if got == n {
+			break
+		}
+	}
+	return r, got
+}
+
+// nextStep is the step of the next load at now: 0 (the row's step) first,
+// then Leaf's rule on how long the last segment lasted.
+func (b *buffer) nextStep(now time.Time, maxStep int64) int64 {
+	if b.step == 0 {
+		return 0
+	}
+	return dynamicStep(b.step, b.minStep, maxStep, now.Sub(b.lastLoad))
+}
+
+// dynamicStep doubles a step whose segment lasted under 15 minutes (up to
+// maxStep), keeps it under 30 and halves it beyond, never below minStep,
+// the row's step: busy tags go to the store less often, idle ones waste
+// fewer IDs when a process stops.
+func dynamicStep(step, minStep, maxStep int64, lasted time.Duration) int64 {
+	switch {
+	case lasted < 15*time.Minute:
+		step = min(step*2, maxStep)
+	case lasted >= 30*time.Minute:
+		step /= 2
+	}
+	return max(step, minStep)
+}
+
+func (b *buffer) status() TagStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return TagStatus{
+		Tag:          b.tag,
+		Current:      b.cur,
+		Next:         b.next,
+		NextReady:    b.nextReady,
+		Loading:      b.loading != nil,
+		Step:         b.step,
+		MinStep:      b.minStep,
+		Loads:        b.loads,
+		LoadFailures: b.failures,
+		LastLoad:     b.lastLoad,
+		LastLoadTook: b.lastTook,
+		LastError:    b.lastErr,
+	}
+}

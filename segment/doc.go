@@ -1,0 +1,55 @@
+// Package segment vends IDs the way Leaf-segment does: each business tag
+// has a row in a Store holding max_id, and an allocator claims ranges
+// ("segments") of it by advancing max_id atomically, then hands out the
+// range from memory. IDs are unique across every process sharing the store
+// and ascending within one process; they are not dense (a stopped process
+// loses the rest of its segments).
+//
+// # Serving
+//
+// An Allocator keeps two segments per tag. Once 10% of the current one is
+// used it loads the next in the background, so the switch does not wait on
+// the store. Take and TryTake hand out n IDs in one call, across a switch
+// when needed:
+//
+//	a, err := segment.Open(ctx, segment.Options{Store: store})
+//	...
+//	defer a.Close()
+//	ids, err := a.Take(ctx, "order", nil, 3) // e.g. [1 2 3]
+//
+// TryTake never waits for the store; it is the inline fast path of a
+// request handler, which falls back to Take in a goroutine when it returns
+// ok == false. A Take that finds both buffers empty waits for the load up to
+// Options.Wait, then fails with an error wrapping ErrUnavailable: a request
+// never hangs on a store that is down, and while the store is down vending
+// continues from whatever the buffers hold.
+//
+// # Step
+//
+// A segment's size starts at the row's step. Each later load doubles it
+// when the last segment lasted under 15 minutes (up to Options.MaxStep),
+// keeps it under 30 and halves it beyond, never below the row's step.
+//
+// # Tags
+//
+// The allocator caches the tag list, re-read every Options.Refresh. A
+// request for a tag outside the cache re-reads the list once, shared by
+// every concurrent request, and a list younger than Options.NegativeTTL is
+// trusted to say a tag does not exist, so a flood of unknown tags costs the
+// store at most one call per NegativeTTL. ValidateTag fixes what a tag may
+// be: tags are NATS subject tokens.
+//
+// # Errors
+//
+// Errors wrap the sentinels ErrInvalidTag, ErrInvalidStep, ErrUnknownTag,
+// ErrTagExists and ErrUnavailable; branch with errors.Is. A *TagError's
+// message names the command that fixes it:
+//
+//	segment: tag "order" not found (add it with: vendor tags add order)
+//
+// # Stores
+//
+// segment/pgstore keeps the rows in Postgres (Leaf's leaf_alloc table) and
+// kv.SegmentStore in a JetStream KV bucket. Both implement Store and Admin;
+// segment/segmenttest checks that they behave alike.
+package segment

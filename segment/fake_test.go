@@ -1,0 +1,221 @@
+package segment_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/segment"
+)
+
+// fakeStore is an in-memory Store that counts its calls and can fail or
+// hang on demand.
+type fakeStore struct {
+	mu       sync.Mutex
+	rows     map[string]segment.Row
+	steps    []int64       // step argument of every Alloc
+	lists    int           // Tags calls
+	err      error         // returned by every call when set
+	hang     bool          // calls wait for their context when set
+	inflight int           // calls running
+	entered  chan struct{} // receives on every Alloc when not nil
+}
+
+var _ segment.Store = (*fakeStore)(nil)
+
+// newFakeStore has a row of step and max_id 1 for every tag.
+func newFakeStore(step int64, tags ...string) *fakeStore {
+	f := &fakeStore{rows: map[string]segment.Row{}}
+	for _, tag := range tags {
+		f.rows[tag] = segment.Row{Tag: tag, MaxID: 1, Step: step}
+	}
+	return f
+}
+
+func (f *fakeStore) begin(ctx context.Context) error {
+	f.mu.Lock()
+	f.inflight++
+	hang, err := f.hang, f.err
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
+}
+
+func (f *fakeStore) end() {
+	f.mu.Lock()
+	f.inflight--
+	f.mu.Unlock()
+}
+
+func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64) (segment.Row, error) {
+	f.mu.Lock()
+	f.steps = append(f.steps, step)
+	entered := f.entered
+	f.mu.Unlock()
+	if entered != nil {
+		entered <- struct{}{}
+	}
+	defer f.end()
+	if err := f.begin(ctx); err != nil {
+		return segment.Row{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rows[tag]
+	if !ok {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	r.MaxID += cmpOr(step, r.Step)
+	f.rows[tag] = r
+	return r, nil
+}
+
+func cmpOr(a, b int64) int64 {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func (f *fakeStore) Tags(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	f.lists++
+	f.mu.Unlock()
+	defer f.end()
+	if err := f.begin(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tags := make([]string, 0, len(f.rows))
+	for tag := range f.rows {
+		tags = append(tags, tag)
+	}
+	slices.Sort(tags)
+	return tags, nil
+}
+
+func (f *fakeStore) set(fn func(f *fakeStore)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeStore) allocSteps() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.steps)
+}
+
+func (f *fakeStore) listCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
+}
+
+func (f *fakeStore) running() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inflight
+}
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// open starts an allocator on store with a fake clock unless opt has one,
+// and closes it when the test ends.
+func open(t testing.TB, store segment.Store, opt segment.Options) *segment.Allocator {
+	t.Helper()
+	opt.Store = store
+	if opt.Now == nil {
+		opt.Now = newFakeClock().Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	a, err := segment.Open(context.Background(), opt)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// take is Take that fails the test on error.
+func take(t testing.TB, a *segment.Allocator, tag string, n int) []int64 {
+	t.Helper()
+	ids, err := a.Take(context.Background(), tag, nil, n)
+	if err != nil {
+		t.Fatalf("Take(%q, %d): %v", tag, n, err)
+	}
+	if len(ids) != n {
+		t.Fatalf("Take(%q, %d) returned %d IDs", tag, n, len(ids))
+	}
+	return ids
+}
+
+// status returns tag's status, failing the test when it is not cached.
+func status(t testing.TB, a *segment.Allocator, tag string) segment.TagStatus {
+	t.Helper()
+	for _, s := range a.Snapshot() {
+		if s.Tag == tag {
+			return s
+		}
+	}
+	t.Fatalf("tag %q not in Snapshot", tag)
+	return segment.TagStatus{}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// nextReady waits until tag's next segment is loaded.
+func nextReady(t testing.TB, a *segment.Allocator, tag string) {
+	t.Helper()
+	waitFor(t, "the next segment of "+tag, func() bool { return status(t, a, tag).NextReady })
+}
+
+// consecutive reports whether ids are from, from+1, ...
+func consecutive(ids []int64, from int64) bool {
+	for i, id := range ids {
+		if id != from+int64(i) {
+			return false
+		}
+	}
+	return true
+}

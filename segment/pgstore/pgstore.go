@@ -1,0 +1,277 @@
+// Package pgstore keeps Leaf-segment rows in Postgres, in Leaf's
+// leaf_alloc table, through database/sql and github.com/lib/pq. A Store is
+// a segment.Store for the allocator and a segment.Admin for the `vendor
+// tags` commands.
+//
+// Allocation is Leaf's transaction: SELECT ... FOR UPDATE the row, then
+// advance max_id by the step. Concurrent allocators on one tag queue on the
+// row lock, so every segment is handed out once.
+//
+// Open does not connect: a database that is down when the process starts
+// is not fatal. Each call reports its own failure, the table is created on
+// the first call that reaches the database, and database/sql replaces lost
+// connections on the next call.
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
+
+	"github.com/leaf-nats/leaf/segment"
+)
+
+// Pool limits. An allocator makes at most one load per tag at a time and a
+// load is one short transaction per segment, so a few connections serve
+// thousands of tags; many vendor processes share one Postgres, whose
+// max_connections (100 by default) they must not exhaust.
+const (
+	maxOpenConns = 4
+	maxIdleConns = 4 // keep them: a reconnect is slower than a load
+	// connMaxLifetime rotates connections so that a failover or a
+	// connection pooler's rebalancing reaches them.
+	connMaxLifetime = 30 * time.Minute
+	connMaxIdleTime = 5 * time.Minute
+	// callTimeout bounds every call whose context has no earlier deadline.
+	callTimeout = 10 * time.Second
+)
+
+const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
+	biz_tag     varchar(128) PRIMARY KEY,
+	max_id      bigint       NOT NULL DEFAULT 1,
+	step        integer      NOT NULL,
+	description varchar(256),
+	update_time timestamptz  NOT NULL DEFAULT now()
+)`
+
+// createLock is the advisory lock key that serialises table creation:
+// concurrent CREATE TABLE IF NOT EXISTS can fail on Postgres's catalog.
+const createLock = 0x6c656166 // "leaf"
+
+// Store is a segment store in Postgres.
+type Store struct {
+	db *sql.DB
+
+	mu    sync.Mutex // serialises table creation
+	ready bool       // the table exists
+}
+
+var (
+	_ segment.Store = (*Store)(nil)
+	_ segment.Admin = (*Store)(nil)
+)
+
+// Open returns a store for the database at dsn (a postgres:// URL or
+// key=value string). It fails only on a malformed dsn; see the package doc.
+func Open(dsn string) (*Store, error) {
+	conn, err := pq.NewConnector(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: Postgres URL: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	return &Store{db: db}, nil
+}
+
+// Close closes the connections.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping reaches the database and creates the table when missing; use it to
+// report a bad URL or a down database at start.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return s.ensure(ctx)
+}
+
+// ensure creates the table once.
+func (s *Store) ensure(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, createLock); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, createTable)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: create table leaf_alloc: %w", err)
+	}
+	s.ready = true
+	return nil
+}
+
+// begin bounds a call's time and makes sure the table exists.
+func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	if err := s.ensure(ctx); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ctx, cancel, nil
+}
+
+// tx runs f in a transaction, committing when it returns nil.
+func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Alloc advances tag's max_id by step (the row's step when 0) and returns
+// the row after the update.
+func (s *Store) Alloc(ctx context.Context, tag string, step int64) (segment.Row, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return segment.Row{}, err
+	}
+	defer cancel()
+	r := segment.Row{Tag: tag}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		var maxID, rowStep int64
+		err := tx.QueryRowContext(ctx,
+			`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1 FOR UPDATE`, tag).Scan(&maxID, &rowStep)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+		}
+		if err != nil {
+			return err
+		}
+		if step == 0 {
+			step = rowStep
+		}
+		return tx.QueryRowContext(ctx,
+			`UPDATE leaf_alloc SET max_id = max_id + $2, update_time = now() WHERE biz_tag = $1
+			 RETURNING max_id, step, coalesce(description, ''), update_time`, tag, step,
+		).Scan(&r.MaxID, &r.Step, &r.Description, &r.Updated)
+	})
+	if err != nil {
+		return segment.Row{}, fmt.Errorf("pgstore: alloc %q: %w", tag, err)
+	}
+	return r, nil
+}
+
+// Tags lists every tag, ordered.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	var tags []string
+	err := s.query(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
+		var tag string
+		err := rows.Scan(&tag)
+		tags = append(tags, tag)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list tags: %w", err)
+	}
+	return tags, nil
+}
+
+// List returns every row, ordered by tag.
+func (s *Store) List(ctx context.Context) ([]segment.Row, error) {
+	var list []segment.Row
+	err := s.query(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time
+		FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
+		var r segment.Row
+		err := rows.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated)
+		list = append(list, r)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list rows: %w", err)
+	}
+	return list, nil
+}
+
+// query runs a query and calls scan for every row.
+func (s *Store) query(ctx context.Context, query string, scan func(*sql.Rows) error) error {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Create adds r; a MaxID of 0 starts the tag at 1.
+func (s *Store) Create(ctx context.Context, r segment.Row) error {
+	if err := segment.ValidateRow(r); err != nil {
+		return err
+	}
+	_, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ($1, $2, $3, nullif($4, ''))`,
+		r.Tag, max(r.MaxID, 1), r.Step, r.Description)
+	if pq.As(err, pqerror.UniqueViolation) != nil {
+		return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: create %q: %w", r.Tag, err)
+	}
+	return nil
+}
+
+// SetStep changes tag's step.
+func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
+	if err := segment.ValidateStep(step); err != nil {
+		return err
+	}
+	return s.change(ctx, tag, "set step", `UPDATE leaf_alloc SET step = $2, update_time = now() WHERE biz_tag = $1`, tag, step)
+}
+
+// Delete removes tag's row.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	return s.change(ctx, tag, "delete", `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
+}
+
+// change runs a statement on tag's row, ErrUnknownTag when there is none.
+func (s *Store) change(ctx context.Context, tag, what, query string, args ...any) error {
+	n, err := s.exec(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("pgstore: %s %q: %w", what, tag, err)
+	}
+	if n == 0 {
+		return &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	return nil
+}
+
+// exec runs a statement and returns the number of rows it changed.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,336 @@
+// Package segmenttest checks that a segment store behaves as the allocator
+// needs, against a real server: Run is written once and run against every
+// backend (segment/pgstore, kv.SegmentStore).
+package segmenttest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/segment"
+)
+
+// Store is a client of a backend: what the allocator and `vendor tags` use.
+type Store interface {
+	segment.Store
+	segment.Admin
+}
+
+// Backend is a store server started for one test.
+type Backend struct {
+	// Open returns a new client of the server, with connections of its
+	// own, closed when t ends.
+	Open func(t *testing.T) Store
+	// Stop and Start stop the server and start it again with its data.
+	// Required when the backend was asked to be restartable.
+	Stop, Start func(t *testing.T)
+}
+
+// NewBackend starts a server for t; restartable asks for Stop and Start.
+type NewBackend func(t *testing.T, restartable bool) Backend
+
+// Run runs the store tests against the backends newBackend starts.
+func Run(t *testing.T, newBackend NewBackend) {
+	tests := []struct {
+		name string
+		test func(*testing.T, NewBackend)
+	}{
+		{"Admin", testAdmin},
+		{"Alloc", testAlloc},
+		{"SecondAllocatorStartsAfterFirstSegment", testSecondAllocator},
+		{"RestartedAllocatorContinues", testRestart},
+		{"ConcurrentAllocators", testConcurrent},
+		{"StoreDownAndBack", testOutage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.test(t, newBackend) })
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func create(t *testing.T, s Store, r segment.Row) {
+	t.Helper()
+	if err := s.Create(ctx(t), r); err != nil {
+		t.Fatalf("Create(%+v): %v", r, err)
+	}
+}
+
+func testAdmin(t *testing.T, newBackend NewBackend) {
+	s := newBackend(t, false).Open(t)
+	c := ctx(t)
+	if rows, err := s.List(c); err != nil || len(rows) != 0 {
+		t.Fatalf("List of an empty store = %v, %v; want nothing", rows, err)
+	}
+	create(t, s, segment.Row{Tag: "order", Step: 1000, Description: "orders"})
+	create(t, s, segment.Row{Tag: "invoice", Step: 10, MaxID: 5000})
+
+	errs := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"create duplicate", s.Create(c, segment.Row{Tag: "order", Step: 5}), segment.ErrTagExists},
+		{"create bad tag", s.Create(c, segment.Row{Tag: "a b", Step: 5}), segment.ErrInvalidTag},
+		{"create bad step", s.Create(c, segment.Row{Tag: "x", Step: 0}), segment.ErrInvalidStep},
+		{"set step of missing", s.SetStep(c, "nope", 5), segment.ErrUnknownTag},
+		{"set bad step", s.SetStep(c, "order", -5), segment.ErrInvalidStep},
+		{"delete missing", s.Delete(c, "nope"), segment.ErrUnknownTag},
+		{"set step", s.SetStep(c, "order", 2000), nil},
+	}
+	for _, e := range errs {
+		if !errors.Is(e.err, e.want) || (e.want == nil) != (e.err == nil) {
+			t.Errorf("%s: error %v, want %v", e.name, e.err, e.want)
+		}
+	}
+
+	rows, err := s.List(c)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	want := []segment.Row{
+		{Tag: "invoice", MaxID: 5000, Step: 10},
+		{Tag: "order", MaxID: 1, Step: 2000, Description: "orders"},
+	}
+	for i := range rows {
+		if rows[i].Updated.IsZero() {
+			t.Errorf("row %s has no update time", rows[i].Tag)
+		}
+		rows[i].Updated = time.Time{}
+	}
+	if !slices.Equal(rows, want) {
+		t.Fatalf("List = %+v, want %+v", rows, want)
+	}
+
+	if err := s.Delete(c, "order"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if tags, err := s.Tags(c); err != nil || !slices.Equal(tags, []string{"invoice"}) {
+		t.Fatalf("Tags after Delete = %v, %v; want [invoice]", tags, err)
+	}
+	create(t, s, segment.Row{Tag: "order", Step: 7}) // a deleted tag can come back
+}
+
+func testAlloc(t *testing.T, newBackend NewBackend) {
+	s := newBackend(t, false).Open(t)
+	c := ctx(t)
+	create(t, s, segment.Row{Tag: "order", Step: 1000})
+	allocs := []struct {
+		step      int64
+		wantMaxID int64
+	}{
+		{0, 1001}, // the row's step: [1, 1001)
+		{0, 2001},
+		{5000, 7001}, // a dynamic step: [2001, 7001)
+	}
+	for _, a := range allocs {
+		r, err := s.Alloc(c, "order", a.step)
+		if err != nil || r.MaxID != a.wantMaxID || r.Step != 1000 || r.Tag != "order" {
+			t.Fatalf("Alloc(order, %d) = %+v, %v; want max_id %d, step 1000", a.step, r, err, a.wantMaxID)
+		}
+	}
+	if _, err := s.Alloc(c, "nope", 0); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Alloc(nope) error = %v, want ErrUnknownTag", err)
+	}
+}
+
+// allocator opens an allocator on s, closed when t ends.
+func allocator(t *testing.T, s segment.Store, opt segment.Options) *segment.Allocator {
+	t.Helper()
+	opt.Store = s
+	opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := segment.Open(ctx(t), opt)
+	if err != nil {
+		t.Fatalf("segment.Open: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func take(t *testing.T, a *segment.Allocator, tag string, n int) []int64 {
+	t.Helper()
+	ids, err := a.Take(ctx(t), tag, nil, n)
+	if err != nil || len(ids) != n {
+		t.Fatalf("Take(%s, %d) = %d IDs, %v", tag, n, len(ids), err)
+	}
+	return ids
+}
+
+func testSecondAllocator(t *testing.T, newBackend NewBackend) {
+	b := newBackend(t, false)
+	create(t, b.Open(t), segment.Row{Tag: "order", Step: 1000})
+	first := take(t, allocator(t, b.Open(t), segment.Options{}), "order", 1)
+	second := take(t, allocator(t, b.Open(t), segment.Options{}), "order", 1)
+	if first[0] != 1 || second[0] < 1001 {
+		t.Fatalf("first IDs of two allocators = %d, %d; want 1 and >= 1001", first[0], second[0])
+	}
+}
+
+func testRestart(t *testing.T, newBackend NewBackend) {
+	b := newBackend(t, false)
+	admin := b.Open(t)
+	create(t, admin, segment.Row{Tag: "order", Step: 100})
+	a := allocator(t, b.Open(t), segment.Options{})
+	before := take(t, a, "order", 50) // and the next segment is loading
+	waitNext(t, a, "order")
+	a.Close()
+
+	rows, err := admin.List(ctx(t))
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("List = %v, %v", rows, err)
+	}
+	after := take(t, allocator(t, b.Open(t), segment.Options{}), "order", 1)
+	if after[0] < rows[0].MaxID || after[0] <= before[len(before)-1] {
+		t.Fatalf("restarted allocator's first ID %d; want >= %d, the end of the last segment", after[0], rows[0].MaxID)
+	}
+}
+
+// waitNext waits until tag's next segment is loaded.
+func waitNext(t *testing.T, a *segment.Allocator, tag string) {
+	t.Helper()
+	waitFor(t, "the next segment", func() bool {
+		for _, s := range a.Snapshot() {
+			if s.Tag == tag {
+				return s.NextReady
+			}
+		}
+		return false
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testConcurrent runs 4 allocators, each with its own client, and 16
+// goroutines on each, all on one tag: every ID is unique and positive,
+// ascending per goroutine and, per allocator, in the order it issued them.
+func testConcurrent(t *testing.T, newBackend NewBackend) {
+	const (
+		allocators = 4
+		goroutines = 16
+		total      = 200_000
+		perG       = total / (allocators * goroutines)
+	)
+	b := newBackend(t, false)
+	create(t, b.Open(t), segment.Row{Tag: "order", Step: 1000})
+
+	results := make([][]int64, allocators*goroutines)
+	var wg sync.WaitGroup
+	for i := range allocators {
+		// A small cap on the step keeps the allocators going back to
+		// the store and racing each other there.
+		a := allocator(t, b.Open(t), segment.Options{MaxStep: 4000, Wait: 30 * time.Second})
+		// issued is the highest ID a finished Take of a returned: a Take
+		// that starts later must return only higher IDs.
+		var issued atomic.Int64
+		for g := range goroutines {
+			wg.Go(func() {
+				ids := make([]int64, 0, perG)
+				for len(ids) < perG {
+					n := min(1+len(ids)%97, perG-len(ids))
+					floor := issued.Load()
+					start := len(ids)
+					var err error
+					if ids, err = takeAny(t, a, ids, n); err != nil {
+						t.Errorf("allocator %d: %v", i, err)
+						return
+					}
+					if got := ids[start]; got <= floor {
+						t.Errorf("allocator %d issued %d after it had issued %d", i, got, floor)
+						return
+					}
+					raise(&issued, ids[len(ids)-1])
+				}
+				results[i*goroutines+g] = ids
+			})
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	seen := make(map[int64]bool, total)
+	for g, ids := range results {
+		for k, id := range ids {
+			if id <= 0 || seen[id] {
+				t.Fatalf("ID %d is duplicate or not positive", id)
+			}
+			if k > 0 && id <= ids[k-1] {
+				t.Fatalf("goroutine %d: ID %d after %d", g, id, ids[k-1])
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != total {
+		t.Fatalf("%d IDs, want %d", len(seen), total)
+	}
+}
+
+// takeAny is what the NATS handler does: TryTake, then Take.
+func takeAny(t *testing.T, a *segment.Allocator, dst []int64, n int) ([]int64, error) {
+	ids, ok, err := a.TryTake("order", dst, n)
+	if err == nil && !ok {
+		return a.Take(ctx(t), "order", dst, n)
+	}
+	return ids, err
+}
+
+func raise(v *atomic.Int64, to int64) {
+	for {
+		cur := v.Load()
+		if to <= cur || v.CompareAndSwap(cur, to) {
+			return
+		}
+	}
+}
+
+// testOutage stops the server mid-run: the allocator serves what its
+// buffers hold, then fails with ErrUnavailable, and once the server is back
+// it serves again, with no ID twice.
+func testOutage(t *testing.T, newBackend NewBackend) {
+	b := newBackend(t, true)
+	create(t, b.Open(t), segment.Row{Tag: "order", Step: 100})
+	a := allocator(t, b.Open(t), segment.Options{Wait: 200 * time.Millisecond, LoadTimeout: time.Second})
+	issued := take(t, a, "order", 10)
+	waitNext(t, a, "order")
+
+	b.Stop(t)
+	s := a.Snapshot()[0]
+	buffered := int(s.Current.End - s.Current.Value + s.Next.End - s.Next.Value)
+	issued = append(issued, take(t, a, "order", buffered)...)
+	if _, err := a.Take(ctx(t), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Take with the store down and buffers empty: %v, want ErrUnavailable", err)
+	}
+
+	b.Start(t)
+	waitFor(t, "the allocator to recover", func() bool {
+		ids, err := a.Take(ctx(t), "order", nil, 1)
+		issued = append(issued, ids...)
+		return err == nil
+	})
+	issued = append(issued, take(t, a, "order", 500)...)
+	for i := 1; i < len(issued); i++ {
+		if issued[i] <= issued[i-1] {
+			t.Fatalf("ID %d after %d: not unique and ascending across the outage", issued[i], issued[i-1])
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// buffer returns tag's buffer, asking the store for its tag list when the
+// cache cannot tell whether tag exists.
+func (a *Allocator) buffer(ctx context.Context, tag string) (*buffer, error) {
+	if b := a.tags.Load().bufs[tag]; b != nil {
+		return b, nil
+	}
+	if err := a.missing(tag); err != nil {
+		return nil, err
+	}
+	l := a.relist(false)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, ctx.Err())
+	}
+	if l.err != nil {
+		return nil, fmt.Errorf("%w: tag %q is not cached and the store cannot list tags: %w", ErrUnavailable, tag, l.err)
+	}
+	if b := a.tags.Load().bufs[tag]; b != nil {
+		return b, nil
+	}
+	return nil, &TagError{Tag: tag, Err: ErrUnknownTag}
+}
+
+// missing decides about a tag absent from the cache without the store: an
+// error when the tag is malformed or a recent list lacks it, nil when the
+// store must be asked.
+func (a *Allocator) missing(tag string) error {
+	if err := ValidateTag(tag); err != nil {
+		return err
+	}
+	if a.fresh() {
+		return &TagError{Tag: tag, Err: ErrUnknownTag}
+	}
+	return nil
+}
+
+// fresh reports whether the cached tag list is recent enough to say that a
+// tag it lacks does not exist.
+func (a *Allocator) fresh() bool {
+	listed := a.tags.Load().listed
+	return !listed.IsZero() && a.opt.Now().Sub(listed) < a.opt.NegativeTTL
+}
+
+// relist returns the tag list read in flight, starting one unless the last
+// one failed less than retryBackoff ago or, for a request (not the refresh
+// loop), the list is fresh. Every caller shares it, so any number of
+// requests for unknown tags cost one store call.
+func (a *Allocator) relist(refresh bool) *call {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.listing != nil {
+		return a.listing
+	}
+	if !refresh && a.fresh() {
+		return doneCall(nil) // listed since the caller looked
+	}
+	if a.listErr != nil && a.opt.Now().Sub(a.listAt) < retryBackoff {
+		return doneCall(a.listErr)
+	}
+	l := &call{done: make(chan struct{})}
+	if !a.spawn(func() {
+		err := a.list(a.ctx)
+		a.mu.Lock()
+		a.listing = nil
+		a.mu.Unlock()
+		l.err = err
+		close(l.done)
+	}) {
+		return doneCall(errClosed)
+	}
+	a.listing = l
+	return l
+}
+
+func doneCall(err error) *call {
+	l := &call{done: make(chan struct{}), err: err}
+	close(l.done)
+	return l
+}
+
+// list reads the tag list and makes it the cache: new tags get empty
+// buffers (loaded on first request), deleted ones are dropped, the others
+// keep their buffers.
+func (a *Allocator) list(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
+	defer cancel()
+	started := a.opt.Now()
+	names, err := a.opt.Store.Tags(ctx)
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.listErr, a.listAt = err, started
+		if a.ctx.Err() == nil {
+			a.storeFailed(err)
+		}
+		return err
+	}
+	a.listErr = nil
+	old := a.tags.Load().bufs
+	bufs := make(map[string]*buffer, len(names))
+	for _, tag := range names {
+		if b := old[tag]; b != nil {
+			bufs[tag] = b
+			continue
+		}
+		if err := ValidateTag(tag); err != nil {
+			a.log.Warn("segment: tag in the store cannot be served; rename it", "tag", tag, "err", err)
+			continue
+		}
+		bufs[tag] = &buffer{tag: tag}
+	}
+	a.tags.Store(&tagSet{bufs: bufs, listed: started})
+	a.storeOK()
+	return nil
+}
+
+// forget drops a tag the store no longer has.
+func (a *Allocator) forget(tag string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	set := a.tags.Load()
+	if _, ok := set.bufs[tag]; !ok {
+		return
+	}
+	bufs := maps.Clone(set.bufs)
+	delete(bufs, tag)
+	a.tags.Store(&tagSet{bufs: bufs, listed: set.listed})
+}
+
+// refreshLoop re-reads the tag list every Options.Refresh until Close.
+func (a *Allocator) refreshLoop() {
+	t := time.NewTicker(a.opt.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+		}
+		l := a.relist(true)
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-l.done:
+		}
+		if l.err != nil && !errors.Is(l.err, errClosed) && a.ctx.Err() == nil {
+			a.log.Debug("segment: tag list refresh failed", "err", l.err)
+		}
+	}
+}

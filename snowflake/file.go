@@ -1,0 +1,91 @@
+package snowflake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FileHolder keeps a statically configured worker ID (Leaf's local mode). It
+// records the worker ID's last timestamp in a file, so that a restart never
+// vends a millisecond an earlier run may have used. Like a lease, each Renew
+// reserves a short horizon ahead and records it before the generator may use
+// it; Release records the true last millisecond.
+type FileHolder struct {
+	path    string
+	clock   Clock
+	horizon time.Duration
+}
+
+// OpenFileHolder reads path (missing means no earlier run) and returns the
+// holder and the last recorded Unix millisecond. horizon is how far ahead
+// each Renew reserves; renew at a fraction of it.
+func OpenFileHolder(path string, clock Clock, horizon time.Duration) (*FileHolder, int64, error) {
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	h := &FileHolder{path: path, clock: clock, horizon: horizon}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read worker timestamp file: %w", err)
+	}
+	last, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || last < 0 {
+		return nil, 0, fmt.Errorf("worker timestamp file %s is corrupt (%q); remove it only if no process used this worker ID in the last minutes", path, b)
+	}
+	return h, last, nil
+}
+
+// Renew records now+horizon and returns it as the deadline.
+func (h *FileHolder) Renew(context.Context) (time.Time, error) {
+	deadline := h.clock.Now().Add(h.horizon)
+	if err := h.write(deadline.UnixMilli()); err != nil {
+		return time.Time{}, err
+	}
+	return deadline, nil
+}
+
+// Release records last.
+func (h *FileHolder) Release(_ context.Context, last int64) error { return h.write(last) }
+
+// write replaces the file atomically and durably: a torn or lost write must
+// never lower the recorded timestamp.
+func (h *FileHolder) write(ms int64) error {
+	dir := filepath.Dir(h.path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("worker timestamp file: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".worker-ts-*")
+	if err != nil {
+		return fmt.Errorf("worker timestamp file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(strconv.FormatInt(ms, 10) + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("worker timestamp file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("worker timestamp file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("worker timestamp file: %w", err)
+	}
+	if err := os.Rename(f.Name(), h.path); err != nil {
+		return fmt.Errorf("worker timestamp file: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

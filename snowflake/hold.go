@@ -1,0 +1,128 @@
+package snowflake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	// ErrLeaseLost is returned by a Holder whose worker ID is no longer its
+	// own; the holder must stop vending with it.
+	ErrLeaseLost = errors.New("snowflake: worker ID lease lost")
+	// ErrClockBehind is returned when the clock is further behind a worker
+	// ID's last recorded timestamp than the caller will wait.
+	ErrClockBehind = errors.New("snowflake: clock is behind the worker ID's last recorded timestamp")
+)
+
+// Holder keeps a worker ID for one generator: a lease in NATS KV (package kv)
+// or a local file (FileHolder).
+type Holder interface {
+	// Renew extends the hold and returns the deadline until which the
+	// generator may vend. Before it returns, it has durably recorded the
+	// deadline's millisecond as the worker ID's last timestamp, so a later
+	// holder starts after it. An error wrapping ErrLeaseLost is final.
+	Renew(ctx context.Context) (deadline time.Time, err error)
+	// Release records last (Unix ms) as the worker ID's last timestamp and
+	// frees the worker ID.
+	Release(ctx context.Context, last int64) error
+}
+
+// Keep renews h every interval and opens g's window to each new deadline,
+// until ctx ends (then it revokes g, releases h and returns nil) or the lease
+// is lost (then it revokes g and returns the error). A failed renewal is
+// retried every interval/4; meanwhile g stops by itself at the last deadline.
+func Keep(ctx context.Context, g *Generator, h Holder, interval time.Duration, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	failing := false
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			last := g.Revoke()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := h.Release(rctx, last); err != nil {
+				return fmt.Errorf("release worker ID %d: %w", g.WorkerID(), err)
+			}
+			log.Info("worker ID released", "worker_id", g.WorkerID(), "last_ms", last)
+			return nil
+		case <-t.C:
+		}
+		deadline, err := h.Renew(ctx)
+		switch {
+		case err == nil:
+			g.Window(deadline)
+			if failing {
+				log.Info("worker ID lease renewed again", "worker_id", g.WorkerID())
+				failing = false
+			}
+			t.Reset(interval)
+		case errors.Is(err, ErrLeaseLost):
+			g.Revoke()
+			log.Error("worker ID lease lost: vending stopped", "worker_id", g.WorkerID(), "err", err)
+			return err
+		case ctx.Err() != nil:
+			t.Reset(0)
+		default:
+			if !failing {
+				log.Warn("worker ID lease renewal failed; retrying (vending stops at the lease deadline)",
+					"worker_id", g.WorkerID(), "err", err)
+				failing = true
+			}
+			t.Reset(interval / 4)
+		}
+	}
+}
+
+// WaitPast waits until clock's time is past the Unix millisecond last, for at
+// most maxWait; beyond that it returns ErrClockBehind at once, since nothing
+// may be vended until then.
+func WaitPast(ctx context.Context, clock Clock, last int64, maxWait time.Duration) error {
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	behind := time.Duration(last-clock.Now().UnixMilli()+1) * time.Millisecond
+	if behind <= 0 {
+		return nil
+	}
+	if behind > maxWait {
+		return fmt.Errorf("%w: %v behind %d (more than the %v it may wait); fix the clock (NTP) and restart",
+			ErrClockBehind, behind, last, maxWait)
+	}
+	for clock.Now().UnixMilli() <= last {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		clock.Sleep(min(behind, 100*time.Millisecond))
+	}
+	return nil
+}
+
+// Slot holds the current generator of a worker, which changes when a lost
+// lease is replaced by a new worker ID. The zero value is empty and vends
+// nothing.
+type Slot struct {
+	g atomic.Pointer[Generator]
+}
+
+// Set installs g (nil empties the slot).
+func (s *Slot) Set(g *Generator) { s.g.Store(g) }
+
+// Get returns the current generator, or nil.
+func (s *Slot) Get() *Generator { return s.g.Load() }
+
+// NextN takes n IDs from the current generator.
+func (s *Slot) NextN(dst []int64, n int) ([]int64, error) {
+	g := s.g.Load()
+	if g == nil {
+		return dst, fmt.Errorf("%w: no worker ID claimed yet", ErrNoLease)
+	}
+	return g.NextN(dst, n)
+}

@@ -1,0 +1,216 @@
+package vending_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// startVendor runs one vending service with a worker ID claimed from KV, on
+// its own connection, as a vendor process would.
+func startVendor(t *testing.T, s *server.Server) *snowflake.Generator {
+	t.Helper()
+	js, err := jetstream.New(natstest.Conn(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := kv.Claim(context.Background(), js, kv.LeaseConfig{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := snowflake.New(snowflake.Settings{WorkerID: l.ID(), Last: l.Last(), Leased: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Window(l.Deadline())
+	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop() })
+	return g
+}
+
+func TestThreeVendorsShareTheLoad(t *testing.T) {
+	s := natstest.Server(t)
+	for range 3 {
+		startVendor(t, s)
+	}
+	nc := natstest.Conn(t, s)
+	const clients, perClient, batch = 50, 667, 5 // 100,050 IDs
+	results := make([][]int64, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := range perClient {
+				body, want := []byte(strconv.Itoa(batch)), batch
+				if i%2 == 1 {
+					body, want = nil, 1 // mix single-ID requests in
+				}
+				msg, err := nc.Request("leaf.snowflake", body, 5*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+					t.Errorf("error %s: %s", code, msg.Header.Get(micro.ErrorHeader))
+					return
+				}
+				ids, err := vending.DecodeText(nil, msg.Data)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ids) != want {
+					t.Errorf("asked for %d IDs, got %d", want, len(ids))
+					return
+				}
+				results[c] = append(results[c], ids...)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	workers := map[int]int{}
+	for _, ids := range results {
+		for _, id := range ids {
+			if id <= 0 || seen[id] {
+				t.Fatalf("ID %d is a duplicate or not positive", id)
+			}
+			seen[id] = true
+			p, _ := snowflake.Decode(id, snowflake.DefaultEpoch)
+			workers[p.WorkerID]++
+		}
+	}
+	want := clients * (perClient/2*(batch+1) + perClient%2*batch)
+	if len(seen) != want {
+		t.Fatalf("%d unique IDs, want %d", len(seen), want)
+	}
+	if len(workers) != 3 {
+		t.Fatalf("IDs came from worker IDs %v, want three distinct", workers)
+	}
+	t.Logf("%d unique IDs from worker IDs %v", len(seen), workers)
+}
+
+func request(t *testing.T, nc *nats.Conn, subject, body string) *nats.Msg {
+	t.Helper()
+	msg, err := nc.Request(subject, []byte(body), 5*time.Second)
+	if err != nil {
+		t.Fatalf("request %s %q: %v", subject, body, err)
+	}
+	return msg
+}
+
+func TestRepliesAndErrors(t *testing.T) {
+	s := natstest.Server(t)
+	g := startVendor(t, s)
+	nc := natstest.Conn(t, s)
+
+	msg := request(t, nc, "leaf.snowflake", "5")
+	ids, err := vending.DecodeText(nil, msg.Data)
+	if err != nil || len(ids) != 5 {
+		t.Fatalf("5 IDs: %q, %v", msg.Data, err)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("IDs not ascending: %v", ids)
+		}
+	}
+
+	for _, body := range []string{"abc", "0", "-1", "10001", "1e3", "5\x00"} {
+		msg := request(t, nc, "leaf.snowflake", body)
+		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || len(msg.Data) != 0 {
+			t.Fatalf("body %q: code %q, data %q; want 400 and no IDs", body, code, msg.Data)
+		}
+		if desc := msg.Header.Get(micro.ErrorHeader); len(desc) < 20 {
+			t.Fatalf("body %q: error %q does not explain", body, desc)
+		}
+	}
+
+	msg = request(t, nc, "leaf.snowflake.decode", strconv.FormatInt(ids[0], 10))
+	var d vending.Decoded
+	if err := json.Unmarshal(msg.Data, &d); err != nil {
+		t.Fatalf("decode reply %q: %v", msg.Data, err)
+	}
+	if d.ID != strconv.FormatInt(ids[0], 10) || d.WorkerID != g.WorkerID() || d.TimestampMs == 0 {
+		t.Fatalf("decoded %+v", d)
+	}
+	for _, body := range []string{"", "0", "-3", "x"} {
+		if code := request(t, nc, "leaf.snowflake.decode", body).Header.Get(micro.ErrorCodeHeader); code != "400" {
+			t.Fatalf("decode %q: code %q, want 400", body, code)
+		}
+	}
+
+	// A lost lease: 503, never an ID.
+	g.Revoke()
+	msg = request(t, nc, "leaf.snowflake", "")
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || len(msg.Data) != 0 {
+		t.Fatalf("revoked: code %q data %q, want 503", code, msg.Data)
+	}
+}
+
+func TestBinaryEncoding(t *testing.T) {
+	s := natstest.Server(t)
+	startVendor(t, s)
+	nc := natstest.Conn(t, s)
+	req := nats.NewMsg("leaf.snowflake")
+	req.Header.Set(vending.EncodingHeader, vending.EncodingBinary)
+	req.Data = []byte("1000")
+	msg, err := nc.RequestMsg(req, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := vending.DecodeBinary(nil, msg.Data)
+	if err != nil || len(ids) != 1000 {
+		t.Fatalf("binary reply: %d IDs, %v", len(ids), err)
+	}
+}
+
+func TestMicroDiscovery(t *testing.T) {
+	s := natstest.Server(t)
+	startVendor(t, s)
+	nc := natstest.Conn(t, s)
+	msg := request(t, nc, "$SRV.INFO.leaf", "")
+	var info micro.Info
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	subjects := map[string]string{}
+	for _, e := range info.Endpoints {
+		subjects[e.Subject] = e.QueueGroup
+	}
+	for _, want := range []string{"leaf.snowflake", "leaf.snowflake.decode"} {
+		if qg, ok := subjects[want]; !ok || qg != "leaf" {
+			t.Fatalf("endpoints %v: want %s in queue group leaf", subjects, want)
+		}
+	}
+}
+
+func TestStartValidates(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	g, _ := snowflake.New(snowflake.Settings{})
+	for _, c := range []vending.Config{
+		{},
+		{Snowflake: g, Prefix: "leaf.*"},
+		{Snowflake: g, MaxBatch: -1},
+	} {
+		if svc, err := vending.Start(nc, c); err == nil {
+			svc.Stop()
+			t.Fatalf("Start(%+v) accepted", c)
+		}
+	}
+}
