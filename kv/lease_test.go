@@ -176,7 +176,7 @@ func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- snowflake.Keep(ctx, g, l, l.TTL()/3, nil) }()
+	go func() { done <- snowflake.Keep(ctx, g, l, l.TTL()/3, nil, nil) }()
 
 	s.Shutdown()
 	s.WaitForShutdown()

@@ -140,9 +140,7 @@ func Open(ctx context.Context, opt Options) (*Allocator, error) {
 	a := &Allocator{opt: opt, log: opt.Logger}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.tags.Store(&tagSet{bufs: map[string]*buffer{}})
-	if err := a.list(ctx); err != nil {
-		a.log.Warn("segment: tag list not read at start; tags will be looked up on request", "err", err)
-	}
+	_ = a.list(ctx) // logged; tags are then looked up as requests name them
 	a.spawn(a.refreshLoop)
 	return a, nil
 }
@@ -231,15 +229,17 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 		b.mu.Unlock()
 		dst = r.appendTo(dst, int(got))
 		if need == 0 {
-			if timer != nil {
-				timer.Stop()
-			}
-			return dst, nil
+			break
 		}
-		if err := a.await(ctx, tag, l, failed, &timer); err != nil {
-			return dst[:orig], err
+		if err = a.await(ctx, tag, l, failed, &timer); err != nil {
+			dst = dst[:orig]
+			break
 		}
 	}
+	if timer != nil {
+		timer.Stop()
+	}
+	return dst, err
 }
 
 // await waits for the load l of tag. A nil l is a load that could not
@@ -371,7 +371,7 @@ func segmentOf(row Row, step int64) (Segment, error) {
 
 func (a *Allocator) storeFailed(err error, args ...any) {
 	if a.storeDown.CompareAndSwap(false, true) {
-		a.log.Error("segment: store unavailable; serving from buffers until it is back", append(args, "err", err)...)
+		a.log.Error("segment: store unavailable; vending from buffers and retrying when they need it", append(args, "err", err)...)
 	}
 }
 

@@ -249,10 +249,10 @@ func TestUnavailable(t *testing.T) {
 			store := newFakeStore(10, "order")
 			a := open(t, store, segment.Options{Wait: tt.wait})
 			take(t, a, "order", 10) // the first segment, used up
+			nextReady(t, a, "order")
 			store.set(tt.fail)
-			if status(t, a, "order").NextReady {
-				take(t, a, "order", 10) // and the preloaded one
-			}
+			s := status(t, a, "order")
+			take(t, a, "order", int(s.Next.End-s.Next.Start)) // and the preloaded one
 			dst := []int64{7}
 			got, err := a.Take(tt.ctx, "order", dst, 1)
 			for _, want := range tt.wants {
@@ -381,8 +381,9 @@ func TestDeletedTagIsDropped(t *testing.T) {
 	store := newFakeStore(10, "order")
 	a := open(t, store, segment.Options{})
 	take(t, a, "order", 1)
+	nextReady(t, a, "order") // [11, 31)
 	store.set(func(f *fakeStore) { delete(f.rows, "order") })
-	take(t, a, "order", 9) // triggers a preload, which finds no row
+	take(t, a, "order", 11) // 10% into the next segment: a preload, which finds no row
 	waitFor(t, "the deleted tag to leave the cache", func() bool {
 		for _, s := range a.Snapshot() {
 			if s.Tag == "order" {

@@ -17,12 +17,11 @@ import (
 type fakeStore struct {
 	mu       sync.Mutex
 	rows     map[string]segment.Row
-	steps    []int64       // step argument of every Alloc
-	lists    int           // Tags calls
-	err      error         // returned by every call when set
-	hang     bool          // calls wait for their context when set
-	inflight int           // calls running
-	entered  chan struct{} // receives on every Alloc when not nil
+	steps    []int64 // step argument of every Alloc
+	lists    int     // Tags calls
+	err      error   // returned by every call when set
+	hang     bool    // calls wait for their context when set
+	inflight int     // calls running
 }
 
 var _ segment.Store = (*fakeStore)(nil)
@@ -57,11 +56,7 @@ func (f *fakeStore) end() {
 func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64) (segment.Row, error) {
 	f.mu.Lock()
 	f.steps = append(f.steps, step)
-	entered := f.entered
 	f.mu.Unlock()
-	if entered != nil {
-		entered <- struct{}{}
-	}
 	defer f.end()
 	if err := f.begin(ctx); err != nil {
 		return segment.Row{}, err

@@ -31,13 +31,36 @@ type Holder interface {
 	Release(ctx context.Context, last int64) error
 }
 
+// KeepStats counts what a Keep loop did, for metrics. The zero value is
+// ready to use.
+type KeepStats struct {
+	Renewals atomic.Uint64 // successful renewals
+	Failures atomic.Uint64 // failed renewals
+	deadline atomic.Int64  // Unix ns of the last deadline
+}
+
+// Deadline returns the deadline of the last renewal (zero before any).
+func (s *KeepStats) Deadline() time.Time {
+	if ns := s.deadline.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// SetDeadline records a deadline obtained outside Keep (the first claim).
+func (s *KeepStats) SetDeadline(d time.Time) { s.deadline.Store(d.UnixNano()) }
+
 // Keep renews h every interval and opens g's window to each new deadline,
 // until ctx ends (then it revokes g, releases h and returns nil) or the lease
 // is lost (then it revokes g and returns the error). A failed renewal is
 // retried every interval/4; meanwhile g stops by itself at the last deadline.
-func Keep(ctx context.Context, g *Generator, h Holder, interval time.Duration, log *slog.Logger) error {
+// stats, when not nil, counts renewals.
+func Keep(ctx context.Context, g *Generator, h Holder, interval time.Duration, log *slog.Logger, stats *KeepStats) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if stats == nil {
+		stats = new(KeepStats)
 	}
 	failing := false
 	t := time.NewTimer(interval)
@@ -59,18 +82,22 @@ func Keep(ctx context.Context, g *Generator, h Holder, interval time.Duration, l
 		switch {
 		case err == nil:
 			g.Window(deadline)
+			stats.Renewals.Add(1)
+			stats.SetDeadline(deadline)
 			if failing {
 				log.Info("worker ID lease renewed again", "worker_id", g.WorkerID())
 				failing = false
 			}
 			t.Reset(interval)
 		case errors.Is(err, ErrLeaseLost):
+			stats.Failures.Add(1)
 			g.Revoke()
 			log.Error("worker ID lease lost: vending stopped", "worker_id", g.WorkerID(), "err", err)
 			return err
 		case ctx.Err() != nil:
 			t.Reset(0)
 		default:
+			stats.Failures.Add(1)
 			if !failing {
 				log.Warn("worker ID lease renewal failed; retrying (vending stops at the lease deadline)",
 					"worker_id", g.WorkerID(), "err", err)

@@ -60,7 +60,7 @@ func TestKeepRenewsAndReleasesOnCancel(t *testing.T) {
 	h := &fakeHolder{clock: SystemClock{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Keep(ctx, g, h, time.Millisecond, nil) }()
+	go func() { done <- Keep(ctx, g, h, time.Millisecond, nil, nil) }()
 	waitFor(t, "a renewal", func() bool { n, _ := h.state(); return n >= 2 })
 	id, err := g.Next()
 	if err != nil {
@@ -83,7 +83,7 @@ func TestKeepStopsOnLostLease(t *testing.T) {
 	g := newGen(t, Settings{Leased: true})
 	g.Window(time.Now().Add(time.Hour))
 	h := &fakeHolder{clock: SystemClock{}, err: ErrLeaseLost}
-	err := Keep(context.Background(), g, h, time.Millisecond, nil)
+	err := Keep(context.Background(), g, h, time.Millisecond, nil, nil)
 	if !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Keep = %v, want ErrLeaseLost", err)
 	}

@@ -43,12 +43,16 @@ func Code(err error) int {
 // fail answers req with err's code and message. Internal errors are bugs:
 // they are logged, at most once every few seconds with a count, so a storm
 // of them cannot flood the log.
-func (s *Service) fail(req micro.Request, err error) {
+func (s *Service) fail(req micro.Request, mode, tag string, err error, start time.Time) {
 	code := Code(err)
 	if code == CodeInternal {
 		s.internal.note(s, err)
 	}
+	if code == CodeNotFound {
+		tag = "" // unknown tags must not grow metric label sets
+	}
 	req.Error(strconv.Itoa(code), err.Error(), nil)
+	s.obs.Observe(mode, tag, code, 0, time.Since(start))
 }
 
 // errorLog aggregates internal errors into periodic log lines.

@@ -2,6 +2,7 @@ package vending
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,15 +56,38 @@ type Config struct {
 	SegmentWait time.Duration
 	// Stats, when set, adds its value to the service's stats replies
 	// ($SRV.STATS.leaf).
-	Stats  func() any
-	Logger *slog.Logger
+	Stats func() any
+	// Observer, when set, is told about every request.
+	Observer Observer
+	Logger   *slog.Logger
 }
+
+// Request kinds, as Observer sees them.
+const (
+	ModeSnowflake = "snowflake"
+	ModeSegment   = "segment"
+	ModeDecode    = "decode"
+)
+
+// CodeOK is the code Observer sees for a request answered with IDs.
+const CodeOK = 200
+
+// Observer is told about every request, for metrics; it is called on the hot
+// path, so it must be cheap. tag is empty except for valid segment tags.
+type Observer interface {
+	Observe(mode, tag string, code, ids int, took time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) Observe(string, string, int, int, time.Duration) {}
 
 // Service answers ID requests as the micro service "leaf".
 type Service struct {
 	cfg  Config
 	svc  micro.Service
 	log  *slog.Logger
+	obs  Observer
 	wg   sync.WaitGroup // slow segment requests
 	stop chan struct{}
 
@@ -93,6 +117,9 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Observer == nil {
+		c.Observer = noObserver{}
+	}
 	switch {
 	case c.MaxBatch < 1:
 		return nil, fmt.Errorf("vending: max batch %d must be at least 1", c.MaxBatch)
@@ -101,7 +128,7 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	case c.Snowflake == nil && c.Segments == nil:
 		return nil, errors.New("vending: nothing to serve: neither snowflake nor segments configured")
 	}
-	s := &Service{cfg: c, log: c.Logger, stop: make(chan struct{})}
+	s := &Service{cfg: c, log: c.Logger, obs: c.Observer, stop: make(chan struct{})}
 	mc := micro.Config{
 		Name:        ServiceName,
 		Version:     c.Version,
@@ -112,7 +139,13 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 		},
 	}
 	if c.Stats != nil {
-		mc.StatsHandler = func(*micro.Endpoint) any { return c.Stats() }
+		// Once per instance, not once per endpoint.
+		mc.StatsHandler = func(e *micro.Endpoint) any {
+			if e.Name != statsEndpoint(c) {
+				return nil
+			}
+			return c.Stats()
+		}
 	}
 	svc, err := micro.AddService(nc, mc)
 	if err != nil {
@@ -123,7 +156,21 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 		svc.Stop()
 		return nil, err
 	}
+	// The subscriptions are live once the server has them: flush, so that
+	// the caller's next request (on any connection) finds a responder.
+	if err := nc.Flush(); err != nil {
+		svc.Stop()
+		return nil, fmt.Errorf("vending: flush subscriptions: %w", err)
+	}
 	return s, nil
+}
+
+// statsEndpoint names the endpoint whose stats carry Config.Stats.
+func statsEndpoint(c Config) string {
+	if c.Snowflake != nil {
+		return "snowflake"
+	}
+	return "segment"
 }
 
 func (s *Service) addEndpoints() error {
@@ -162,13 +209,15 @@ type scratch struct {
 	out []byte
 }
 
-func (b *scratch) reply(req micro.Request, ids []int64) {
+// reply answers req with ids and reports it.
+func (b *scratch) reply(s *Service, req micro.Request, mode, tag string, ids []int64, start time.Time) {
 	if req.Headers().Get(EncodingHeader) == EncodingBinary {
 		b.out = AppendBinary(b.out[:0], ids)
 	} else {
 		b.out = AppendText(b.out[:0], ids)
 	}
 	req.Respond(b.out)
+	s.obs.Observe(mode, tag, CodeOK, len(ids), time.Since(start))
 }
 
 // snowflakeHandler serves <prefix>.snowflake. micro calls it from the
@@ -180,17 +229,16 @@ type snowflakeHandler struct {
 }
 
 func (h *snowflakeHandler) Handle(req micro.Request) {
+	start := time.Now()
 	n, err := ParseCount(req.Data(), h.s.cfg.MaxBatch)
+	if err == nil {
+		h.ids, err = h.src.NextN(h.ids[:0], n)
+	}
 	if err != nil {
-		h.s.fail(req, err)
+		h.s.fail(req, ModeSnowflake, "", err, start)
 		return
 	}
-	h.ids, err = h.src.NextN(h.ids[:0], n)
-	if err != nil {
-		h.s.fail(req, err)
-		return
-	}
-	h.reply(req, h.ids)
+	h.reply(h.s, req, ModeSnowflake, "", h.ids, start)
 }
 
 // segmentHandler serves <prefix>.segment.<tag>. A request that can be served
@@ -204,30 +252,31 @@ type segmentHandler struct {
 }
 
 func (h *segmentHandler) Handle(req micro.Request) {
+	start := time.Now()
 	tag := strings.TrimPrefix(req.Subject(), h.prefix)
 	if err := segment.ValidateTag(tag); err != nil {
-		h.s.fail(req, err)
+		h.s.fail(req, ModeSegment, "", err, start)
 		return
 	}
 	n, err := ParseCount(req.Data(), h.s.cfg.MaxBatch)
 	if err != nil {
-		h.s.fail(req, err)
+		h.s.fail(req, ModeSegment, tag, err, start)
 		return
 	}
 	ids, ok, err := h.src.TryTake(tag, h.ids[:0], n)
 	h.ids = ids
 	switch {
 	case err != nil:
-		h.s.fail(req, err)
+		h.s.fail(req, ModeSegment, tag, err, start)
 	case ok:
-		h.reply(req, ids)
+		h.reply(h.s, req, ModeSegment, tag, ids, start)
 	default:
 		h.s.wg.Add(1)
-		go h.s.slowSegment(req, h.src, tag, n)
+		go h.s.slowSegment(req, h.src, tag, n, start)
 	}
 }
 
-func (s *Service) slowSegment(req micro.Request, src Segments, tag string, n int) {
+func (s *Service) slowSegment(req micro.Request, src Segments, tag string, n int, start time.Time) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SegmentWait)
 	defer cancel()
@@ -241,23 +290,24 @@ func (s *Service) slowSegment(req micro.Request, src Segments, tag string, n int
 	var b scratch
 	ids, err := src.Take(ctx, tag, nil, n)
 	if err != nil {
-		s.fail(req, err)
+		s.fail(req, ModeSegment, tag, err, start)
 		return
 	}
-	b.reply(req, ids)
+	b.reply(s, req, ModeSegment, tag, ids, start)
 }
 
 // decode serves <prefix>.snowflake.decode.
 func (s *Service) decode(req micro.Request) {
+	start := time.Now()
 	body := strings.TrimSpace(string(req.Data()))
 	id, err := strconv.ParseInt(body, 10, 64)
 	if err != nil {
-		s.fail(req, fmt.Errorf("%w: the request body must be one snowflake ID as a decimal, not %s", ErrBadID, quote(req.Data())))
+		s.fail(req, ModeDecode, "", fmt.Errorf("%w: the request body must be one snowflake ID as a decimal, not %s", ErrBadID, quote(req.Data())), start)
 		return
 	}
 	p, err := snowflake.Decode(id, s.cfg.Epoch)
 	if err != nil {
-		s.fail(req, fmt.Errorf("%w: %v", ErrBadID, err))
+		s.fail(req, ModeDecode, "", fmt.Errorf("%w: %v", ErrBadID, err), start)
 		return
 	}
 	req.RespondJSON(Decoded{
@@ -267,6 +317,7 @@ func (s *Service) decode(req micro.Request) {
 		WorkerID:    p.WorkerID,
 		Sequence:    p.Sequence,
 	})
+	s.obs.Observe(ModeDecode, "", CodeOK, 0, time.Since(start))
 }
 
 // Decoded is the reply of <prefix>.snowflake.decode. The ID is a string so
@@ -277,4 +328,35 @@ type Decoded struct {
 	TimestampMs int64  `json:"timestamp_ms"`
 	WorkerID    int    `json:"worker_id"`
 	Sequence    int    `json:"sequence"`
+}
+
+// ClusterStats asks every running instance of the service for its stats
+// ($SRV.STATS.leaf) and returns the replies that arrive within wait.
+func ClusterStats(nc *nats.Conn, wait time.Duration) ([]micro.Stats, error) {
+	subject, err := micro.ControlSubject(micro.StatsVerb, ServiceName, "")
+	if err != nil {
+		return nil, err
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("vending: cluster stats: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil, fmt.Errorf("vending: cluster stats: %w", err)
+	}
+	var out []micro.Stats
+	deadline := time.Now().Add(wait)
+	for {
+		msg, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			break // the deadline: everyone who answers in time has
+		}
+		var st micro.Stats
+		if json.Unmarshal(msg.Data, &st) == nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }

@@ -52,7 +52,8 @@ type Config struct {
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 
 	// ClockOffset shifts the generator's clock: a test hook for clock faults.
-	ClockOffset time.Duration `envconfig:"CLOCK_OFFSET" desc:"testing only: shift the snowflake clock by this much"`
+	ClockOffset     time.Duration `envconfig:"CLOCK_OFFSET" desc:"testing only: shift the snowflake clock by this much"`
+	ClockOffsetFile string        `envconfig:"CLOCK_OFFSET_FILE" desc:"testing only: file holding a clock shift (e.g. -10s), re-read every 20ms"`
 }
 
 const envPrefix = "LEAF"

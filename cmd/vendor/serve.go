@@ -51,16 +51,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
 	}
 
-	w := &worker{cfg: cfg, js: js, clock: offsetClock{cfg.ClockOffset}, log: log}
+	clock := &offsetClock{}
+	clock.d.Store(int64(cfg.ClockOffset))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if cfg.ClockOffsetFile != "" {
+		clockCtx, stopClock := context.WithCancel(ctx)
+		defer stopClock()
+		wg.Go(func() { clock.follow(clockCtx, cfg.ClockOffsetFile, log) })
+	}
+	w := &worker{cfg: cfg, js: js, clock: clock, log: log}
 	if err := w.claim(ctx); err != nil {
 		return err
 	}
 	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorker()
-	var wg sync.WaitGroup
 	workerDone := make(chan error, 1)
 	wg.Go(func() { workerDone <- w.keep(workerCtx) })
-	defer wg.Wait()
 
 	segs, err := openSegments(ctx, cfg, js, log)
 	if err != nil {
@@ -73,6 +80,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer svcConn.Close()
+	state := newVendorState(w, segs)
+	reg := newRegistry(state)
 	svc, err := vending.Start(svcConn, vending.Config{
 		Prefix:     cfg.SubjectPrefix,
 		QueueGroup: cfg.QueueGroup,
@@ -80,13 +89,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Snowflake:  &w.slot,
 		Epoch:      cfg.Epoch,
 		Segments:   segs.alloc,
+		Stats:      func() any { return state.snapshot(false) },
+		Observer:   newRequestMetrics(reg),
 		Logger:     log,
 	})
 	if err != nil {
 		return err
 	}
 
-	hs, err := startHTTP(cfg, w, segs, log)
+	hs, err := startHTTP(cfg, state, reg, svcConn, log)
 	if err != nil {
 		svc.Stop()
 		return err

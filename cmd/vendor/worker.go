@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,13 +17,34 @@ import (
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
-// offsetClock is the system clock shifted by a fixed offset (a test hook for
-// clock faults, LEAF_CLOCK_OFFSET). time.Time.Add keeps the monotonic
-// reading, so lease deadlines stay immune to wall-clock steps.
-type offsetClock struct{ d time.Duration }
+// offsetClock is the system clock shifted by an offset: a test hook for
+// clock faults (LEAF_CLOCK_OFFSET, and LEAF_CLOCK_OFFSET_FILE to step it in
+// a running vendor). time.Time.Add keeps the monotonic reading, so lease
+// deadlines stay immune to the shift.
+type offsetClock struct{ d atomic.Int64 }
 
-func (c offsetClock) Now() time.Time        { return time.Now().Add(c.d) }
-func (c offsetClock) Sleep(d time.Duration) { snowflake.SystemClock{}.Sleep(d) }
+func (c *offsetClock) Now() time.Time        { return time.Now().Add(time.Duration(c.d.Load())) }
+func (c *offsetClock) Sleep(d time.Duration) { snowflake.SystemClock{}.Sleep(d) }
+
+// follow sets the offset from path (a Go duration such as -10s) every 20ms
+// until ctx ends.
+func (c *offsetClock) follow(ctx context.Context, path string, log *slog.Logger) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			if d, err := time.ParseDuration(strings.TrimSpace(string(b))); err == nil && int64(d) != c.d.Load() {
+				c.d.Store(int64(d))
+				log.Warn("clock offset changed (test hook)", "offset", d)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // worker holds a worker ID (a KV lease or a static ID with its file) and the
 // generator that vends with it, published in slot.
@@ -33,6 +57,40 @@ type worker struct {
 
 	holder snowflake.Holder
 	every  time.Duration
+	stats  snowflake.KeepStats
+
+	mu        sync.Mutex // guards info, clockBase and replacing the generator
+	info      workerInfo
+	clockBase snowflake.Stats // clock counters of generators replaced
+}
+
+// install replaces the generator (nil: none), keeping the old one's clock
+// counters.
+func (w *worker) install(g *snowflake.Generator) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old := w.slot.Get(); old != nil {
+		st := old.Stats()
+		w.clockBase.BackwardSteps += st.BackwardSteps
+		w.clockBase.BackwardRefused += st.BackwardRefused
+		w.clockBase.BackwardWaited += st.BackwardWaited
+	}
+	w.slot.Set(g)
+}
+
+// workerInfo describes the worker ID held, for the status page.
+type workerInfo struct {
+	ID       int       `json:"id"`
+	Mode     string    `json:"mode"` // "kv-lease" or "static"
+	Where    string    `json:"where"`
+	PrevLast int64     `json:"previous_last_ms"`
+	Claimed  time.Time `json:"claimed"`
+}
+
+func (w *worker) workerInfo() workerInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.info
 }
 
 // claim takes a worker ID and installs a generator for it; it returns once
@@ -54,6 +112,7 @@ func (w *worker) claim(ctx context.Context) error {
 			return fmt.Errorf("static worker ID %d (timestamp file %s): %w", id, path, err)
 		}
 		w.holder, w.every, last = h, horizon/3, recorded
+		w.setInfo(workerInfo{ID: id, Mode: "static", Where: path, PrevLast: recorded})
 		w.log.Info("static worker ID", "worker_id", id, "timestamp_file", path, "last_ms", recorded)
 	} else {
 		host, _ := os.Hostname()
@@ -72,6 +131,7 @@ func (w *worker) claim(ctx context.Context) error {
 		}
 		id, last = l.ID(), l.Last()
 		w.holder, w.every = l, l.TTL()/3
+		w.setInfo(workerInfo{ID: id, Mode: "kv-lease", Where: kv.WorkersBucket, PrevLast: last})
 		w.log.Info("worker ID claimed", "worker_id", id, "ttl", l.TTL(), "previous_last_ms", last)
 	}
 	g, err := snowflake.New(snowflake.Settings{
@@ -90,22 +150,30 @@ func (w *worker) claim(ctx context.Context) error {
 		return err
 	}
 	g.Window(deadline)
-	w.slot.Set(g)
+	w.stats.SetDeadline(deadline)
+	w.install(g)
 	return nil
+}
+
+func (w *worker) setInfo(i workerInfo) {
+	i.Claimed = time.Now().UTC()
+	w.mu.Lock()
+	w.info = i
+	w.mu.Unlock()
 }
 
 // keep renews the worker ID until ctx ends, then releases it. A lost lease is
 // replaced by a new claim; in between the slot is empty and requests get 503.
 func (w *worker) keep(ctx context.Context) error {
 	for {
-		err := snowflake.Keep(ctx, w.slot.Get(), w.holder, w.every, w.log)
+		err := snowflake.Keep(ctx, w.slot.Get(), w.holder, w.every, w.log, &w.stats)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
 		if !errors.Is(err, snowflake.ErrLeaseLost) {
 			return err
 		}
-		w.slot.Set(nil)
+		w.install(nil)
 		for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
 			err := w.claim(ctx)
 			if err == nil {

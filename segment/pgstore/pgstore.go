@@ -228,7 +228,8 @@ func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	}
 	_, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ($1, $2, $3, nullif($4, ''))`,
 		r.Tag, max(r.MaxID, 1), r.Step, r.Description)
-	if pq.As(err, pqerror.UniqueViolation) != nil {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == pqerror.UniqueViolation {
 		return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
 	}
 	if err != nil {

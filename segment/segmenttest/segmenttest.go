@@ -246,7 +246,7 @@ func testConcurrent(t *testing.T, newBackend NewBackend) {
 			wg.Go(func() {
 				ids := make([]int64, 0, perG)
 				for len(ids) < perG {
-					n := min(1+len(ids)%97, perG-len(ids))
+					n := min(1+len(ids)%23, perG-len(ids))
 					floor := issued.Load()
 					start := len(ids)
 					var err error

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// syncBuffer is a bytes.Buffer safe for the vendor's log writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestHelpListsEveryVariable(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &out, &out); code != 0 {
+		t.Fatalf("vendor -h exited %d", code)
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := "LEAF_" + f.Tag.Get("envconfig")
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("vendor -h does not mention %s", name)
+		}
+		if d := f.Tag.Get("default"); d != "" && !strings.Contains(out.String(), d) {
+			t.Errorf("vendor -h does not show %s's default %q", name, d)
+		}
+	}
+}
+
+func TestBadConfigurationIsRejected(t *testing.T) {
+	for _, tc := range []struct{ env, val, want string }{
+		{"LEAF_WORKER_ID", "1024", "LEAF_WORKER_ID"},
+		{"LEAF_WORKER_ID", "x", "LEAF_WORKER_ID"},
+		{"LEAF_MAX_BATCH", "0", "LEAF_MAX_BATCH"},
+		{"LEAF_WORKER_LEASE_TTL", "10ms", "LEAF_WORKER_LEASE_TTL"},
+		{"LEAF_WORKER_LEASE_TTL", "soon", "WORKER_LEASE_TTL"},
+		{"LEAF_LOG_FORMAT", "xml", "LEAF_LOG_FORMAT"},
+		{"LEAF_SUBJECT_PREFIX", "leaf.*", "LEAF_SUBJECT_PREFIX"},
+		{"LEAF_EPOCH", "99999999999999", "LEAF_EPOCH"},
+	} {
+		t.Run(tc.env+"="+tc.val, func(t *testing.T) {
+			t.Setenv(tc.env, tc.val)
+			var out bytes.Buffer
+			if code := run(context.Background(), nil, &out, &out); code != 2 {
+				t.Fatalf("exit %d, want 2; output:\n%s", code, out.String())
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("message does not name %s:\n%s", tc.want, out.String())
+			}
+		})
+	}
+}
+
+// authServer starts a server that demands a user and password.
+func authServer(t *testing.T) *server.Server {
+	t.Helper()
+	return natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) {
+		o.Username, o.Password = "leaf", "s3cret"
+	}})
+}
+
+func TestRefusedCredentialsEndTheProcess(t *testing.T) {
+	s := authServer(t)
+	url := strings.Replace(s.ClientURL(), "nats://", "nats://leaf:wrong@", 1)
+	t.Setenv("LEAF_NATS_URL", url)
+	t.Setenv("LEAF_HTTP_ADDR", "")
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if code := run(ctx, nil, &out, &out); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("vendor hung on refused credentials")
+	}
+	msg := out.String()
+	if !strings.Contains(msg, "refused the credentials") || strings.Contains(msg, "wrong") {
+		t.Fatalf("message should explain and not print the password:\n%s", msg)
+	}
+}
+
+// startVendor runs the vendor in-process against s until the test ends.
+func startVendor(t *testing.T, env map[string]string) (stop func() int, logs *syncBuffer) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	t.Setenv("LEAF_HTTP_ADDR", "127.0.0.1:0")
+	logs = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, nil, logs, logs) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "vendor serving") {
+		select {
+		case c := <-code:
+			t.Fatalf("vendor exited %d:\n%s", c, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vendor did not start:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var once sync.Once
+	var result int
+	stop = func() int {
+		once.Do(func() { cancel(); result = <-code })
+		return result
+	}
+	t.Cleanup(func() { stop() })
+	return stop, logs
+}
+
+func TestServeAndDrainReleasesLease(t *testing.T) {
+	s := authServer(t)
+	url := strings.Replace(s.ClientURL(), "nats://", "nats://leaf:s3cret@", 1)
+	stop, logs := startVendor(t, map[string]string{"LEAF_NATS_URL": url})
+	nc := natstest.Conn(t, s, nats.UserInfo("leaf", "s3cret"))
+
+	msg, err := nc.Request("leaf.snowflake", []byte("3"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := vending.DecodeText(nil, msg.Data)
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("reply %q: %v", msg.Data, err)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM:\n%s", code, logs.String())
+	}
+	for _, want := range []string{"draining", "drained", "worker ID released"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	js, _ := jetstream.New(nc)
+	leases, err := js.KeyValue(context.Background(), kv.WorkersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := leases.Keys(context.Background()); err == nil && len(keys) > 0 {
+		t.Fatalf("leases left after a clean stop: %v", keys)
+	}
+}
+
+func TestStaticWorkerID(t *testing.T) {
+	s := natstest.Server(t)
+	dir := t.TempDir()
+	env := map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_WORKER_ID": "42", "LEAF_NATS_STORE_DIR": dir}
+	nc := natstest.Conn(t, s)
+	var last int64
+	for round := range 2 { // the second run starts after the first one's IDs
+		stop, logs := startVendor(t, env)
+		msg, err := nc.Request("leaf.snowflake", []byte("100"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := vending.DecodeText(nil, msg.Data)
+		if err != nil {
+			t.Fatalf("reply %q: %v", msg.Data, err)
+		}
+		if ids[0] <= last {
+			t.Fatalf("run %d: first ID %d not after the previous run's last %d", round, ids[0], last)
+		}
+		if ids[0]>>12&1023 != 42 {
+			t.Fatalf("ID %d is not from worker 42", ids[0])
+		}
+		last = ids[len(ids)-1]
+		if code := stop(); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, logs.String())
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// requestMetrics counts requests for vending.Observer. The label children of
+// each (mode, tag, code) are resolved once and cached, so the hot path does
+// a map read under a read lock and three atomic adds.
+type requestMetrics struct {
+	requests *prometheus.CounterVec
+	ids      *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+
+	mu       sync.RWMutex
+	children map[obsKey]obsChildren
+}
+
+type obsKey struct {
+	mode, tag string
+	code      int
+}
+
+type obsChildren struct {
+	requests, ids prometheus.Counter
+	latency       prometheus.Observer
+}
+
+func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
+	m := &requestMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaf_requests_total", Help: "Requests answered, by mode, segment tag and reply code (200: IDs).",
+		}, []string{"mode", "tag", "code"}),
+		ids: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaf_ids_total", Help: "IDs handed out, by mode and segment tag.",
+		}, []string{"mode", "tag"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leaf_request_duration_seconds",
+			Help:    "Time from receiving a request to sending its reply, by mode.",
+			Buckets: []float64{5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3, 250e-3, 1},
+		}, []string{"mode"}),
+		children: map[obsKey]obsChildren{},
+	}
+	reg.MustRegister(m.requests, m.ids, m.latency)
+	return m
+}
+
+// Observe implements vending.Observer.
+func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Duration) {
+	k := obsKey{mode, tag, code}
+	m.mu.RLock()
+	c, ok := m.children[k]
+	m.mu.RUnlock()
+	if !ok {
+		c = obsChildren{
+			requests: m.requests.WithLabelValues(mode, tag, strconv.Itoa(code)),
+			ids:      m.ids.WithLabelValues(mode, tag),
+			latency:  m.latency.WithLabelValues(mode),
+		}
+		m.mu.Lock()
+		m.children[k] = c
+		m.mu.Unlock()
+	}
+	c.requests.Inc()
+	if ids > 0 {
+		c.ids.Add(float64(ids))
+	}
+	c.latency.Observe(took.Seconds())
+}
+
+// stateCollector reads the vendor's state at scrape time: segment buffers,
+// store, clock and worker-ID lease. Nothing on the hot path pays for it.
+type stateCollector struct {
+	v *vendorState
+}
+
+var (
+	descSegLeft     = prometheus.NewDesc("leaf_segment_ids_left", "IDs left in the current segment.", []string{"tag"}, nil)
+	descSegNext     = prometheus.NewDesc("leaf_segment_next_ready", "1 when the next segment is loaded.", []string{"tag"}, nil)
+	descSegStep     = prometheus.NewDesc("leaf_segment_step", "Size of the last segment loaded (the dynamic step).", []string{"tag"}, nil)
+	descSegLoads    = prometheus.NewDesc("leaf_segment_loads_total", "Segments loaded from the store.", []string{"tag"}, nil)
+	descSegFailures = prometheus.NewDesc("leaf_segment_load_failures_total", "Segment loads that failed.", []string{"tag"}, nil)
+	descSegLoadDur  = prometheus.NewDesc("leaf_segment_last_load_seconds", "Duration of the last segment load.", []string{"tag"}, nil)
+	descStoreUp     = prometheus.NewDesc("leaf_store_up", "1 while the segment store answers.", []string{"store"}, nil)
+	descClockSteps  = prometheus.NewDesc("leaf_clock_backward_steps_total", "Requests that found the clock behind the last ID's time.", nil, nil)
+	descClockRefuse = prometheus.NewDesc("leaf_clock_backward_refused_total", "Requests refused (503) because the clock was too far behind.", nil, nil)
+	descClockWaited = prometheus.NewDesc("leaf_clock_backward_wait_seconds_total", "Time spent waiting out small backwards clock steps.", nil, nil)
+	descWorkerID    = prometheus.NewDesc("leaf_worker_id", "Worker ID held (-1: none).", []string{"mode"}, nil)
+	descLeaseExpiry = prometheus.NewDesc("leaf_worker_lease_expiry_seconds", "Unix time until which the worker may vend with its ID.", nil, nil)
+	descRenewals    = prometheus.NewDesc("leaf_worker_lease_renewals_total", "Successful worker-ID lease renewals.", nil, nil)
+	descRenewFails  = prometheus.NewDesc("leaf_worker_lease_renewal_failures_total", "Failed worker-ID lease renewals.", nil, nil)
+	descReady       = prometheus.NewDesc("leaf_ready", "1 while the vendor can vend (what /readyz says).", nil, nil)
+)
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSegLeft, descSegNext, descSegStep, descSegLoads, descSegFailures,
+		descSegLoadDur, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
+		descLeaseExpiry, descRenewals, descRenewFails, descReady} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	s := c.v.snapshot(false)
+	for _, t := range s.Segments.Tags {
+		gauge(descSegLeft, float64(t.Current.End-t.Current.Value), t.Tag)
+		gauge(descSegNext, b2f(t.NextReady), t.Tag)
+		gauge(descSegStep, float64(t.Step), t.Tag)
+		counter(descSegLoads, float64(t.Loads), t.Tag)
+		counter(descSegFailures, float64(t.LoadFailures), t.Tag)
+		gauge(descSegLoadDur, t.LastLoadTook.Seconds(), t.Tag)
+	}
+	gauge(descStoreUp, b2f(s.Segments.StoreUp), s.Segments.Store)
+	counter(descClockSteps, float64(s.Clock.BackwardSteps))
+	counter(descClockRefuse, float64(s.Clock.BackwardRefused))
+	counter(descClockWaited, s.Clock.BackwardWaited.Seconds())
+	id := -1
+	if s.Worker.Held {
+		id = s.Worker.ID
+	}
+	gauge(descWorkerID, float64(id), s.Worker.Mode)
+	gauge(descLeaseExpiry, float64(s.Worker.Deadline.UnixMilli())/1000)
+	counter(descRenewals, float64(s.Worker.Renewals))
+	counter(descRenewFails, float64(s.Worker.RenewalFailures))
+	gauge(descReady, b2f(s.Ready))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// newRegistry returns the vendor's registry with the Go and process
+// collectors and the state collector.
+func newRegistry(v *vendorState) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		stateCollector{v})
+	return reg
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+// vendorState assembles what the status page, the micro stats handler,
+// /readyz and the metrics show.
+type vendorState struct {
+	instance string
+	started  time.Time
+	w        *worker
+	segs     *segments
+
+	rowsMu sync.Mutex // guards the cached store rows
+	rows   []segment.Row
+	rowsAt time.Time
+	rowErr string
+}
+
+func newVendorState(w *worker, segs *segments) *vendorState {
+	host, _ := os.Hostname()
+	return &vendorState{
+		instance: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		started:  time.Now().UTC(),
+		w:        w,
+		segs:     segs,
+	}
+}
+
+// status is one vendor's state as JSON.
+type status struct {
+	Instance string        `json:"instance"`
+	Started  time.Time     `json:"started"`
+	Now      time.Time     `json:"now"`
+	Ready    bool          `json:"ready"`
+	Worker   workerStatus  `json:"worker"`
+	Clock    clockStatus   `json:"clock"`
+	Segments segmentStatus `json:"segments"`
+}
+
+type workerStatus struct {
+	workerInfo
+	Held bool `json:"held"`
+	// Deadline is when the lease (or static reservation) runs out unless
+	// renewed; its millisecond is the last timestamp reported to the store.
+	Deadline        time.Time `json:"deadline"`
+	LastReportedMs  int64     `json:"last_reported_ms"`
+	LastIDMs        int64     `json:"last_id_ms"`
+	Renewals        uint64    `json:"renewals"`
+	RenewalFailures uint64    `json:"renewal_failures"`
+}
+
+type clockStatus struct {
+	BackwardSteps   uint64        `json:"backward_steps"`
+	BackwardRefused uint64        `json:"backward_refused"`
+	BackwardWaited  time.Duration `json:"backward_waited_ns"`
+}
+
+type segmentStatus struct {
+	Store   string        `json:"store"`
+	StoreUp bool          `json:"store_up"`
+	Tags    []tagStatus   `json:"tags"`
+	Rows    []segment.Row `json:"rows,omitempty"`
+	RowsErr string        `json:"rows_error,omitempty"`
+}
+
+type tagStatus struct {
+	Tag          string        `json:"tag"`
+	Current      segRange      `json:"current"`
+	Next         segRange      `json:"next"`
+	NextReady    bool          `json:"next_ready"`
+	Loading      bool          `json:"loading"`
+	Step         int64         `json:"step"`
+	MinStep      int64         `json:"min_step"`
+	Loads        int64         `json:"loads"`
+	LoadFailures int64         `json:"load_failures"`
+	LastLoad     time.Time     `json:"last_load"`
+	LastLoadTook time.Duration `json:"last_load_took_ns"`
+	LastError    string        `json:"last_error,omitempty"`
+}
+
+// segRange is a segment: IDs [start, end), value the next to hand out.
+type segRange struct {
+	Start int64 `json:"start"`
+	Value int64 `json:"value"`
+	End   int64 `json:"end"`
+}
+
+func toRange(s segment.Segment) segRange { return segRange{s.Start, s.Value, s.End} }
+
+// snapshot returns the state; withRows adds the store's rows (cached for two
+// seconds, so a page refreshing every second costs the store little).
+func (v *vendorState) snapshot(withRows bool) status {
+	s := status{Instance: v.instance, Started: v.started, Now: time.Now().UTC()}
+	g := v.w.slot.Get()
+	s.Worker = workerStatus{
+		workerInfo:      v.w.workerInfo(),
+		Held:            g != nil,
+		Deadline:        v.w.stats.Deadline().UTC(),
+		LastReportedMs:  v.w.stats.Deadline().UnixMilli(),
+		Renewals:        v.w.stats.Renewals.Load(),
+		RenewalFailures: v.w.stats.Failures.Load(),
+	}
+	cs := v.w.clockStats()
+	s.Clock = clockStatus{cs.BackwardSteps, cs.BackwardRefused, cs.BackwardWaited}
+	if g != nil {
+		s.Worker.LastIDMs = g.Last()
+	}
+	s.Segments = segmentStatus{Store: v.segs.kind, StoreUp: v.segs.alloc.StoreUp()}
+	buffered := false
+	for _, t := range v.segs.alloc.Snapshot() {
+		ts := tagStatus{
+			Tag: t.Tag, Current: toRange(t.Current), Next: toRange(t.Next), NextReady: t.NextReady, Loading: t.Loading,
+			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
+			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
+		}
+		if t.LastError != nil {
+			ts.LastError = t.LastError.Error()
+		}
+		buffered = buffered || t.Current.Value < t.Current.End || t.NextReady
+		s.Segments.Tags = append(s.Segments.Tags, ts)
+	}
+	if withRows {
+		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
+	}
+	s.Ready = s.Worker.Held && time.Now().Before(v.w.stats.Deadline()) &&
+		(s.Segments.StoreUp || buffered)
+	return s
+}
+
+func (v *vendorState) storeRows() ([]segment.Row, string) {
+	v.rowsMu.Lock()
+	defer v.rowsMu.Unlock()
+	if time.Since(v.rowsAt) > 2*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		rows, err := v.segs.store.List(ctx)
+		v.rowsAt, v.rowErr = time.Now(), ""
+		if err != nil {
+			v.rowErr = err.Error() // keep showing the last rows read
+		} else {
+			v.rows = rows
+		}
+	}
+	return v.rows, v.rowErr
+}
+
+// clockStats adds up the clock counters of every generator this worker had.
+func (w *worker) clockStats() snowflake.Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.clockBase
+	if g := w.slot.Get(); g != nil {
+		cur := g.Stats()
+		s.BackwardSteps += cur.BackwardSteps
+		s.BackwardRefused += cur.BackwardRefused
+		s.BackwardWaited += cur.BackwardWaited
+	}
+	return s
+}

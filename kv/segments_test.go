@@ -1,0 +1,57 @@
+package kv_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment/segmenttest"
+)
+
+func TestSegmentStore(t *testing.T) {
+	segmenttest.Run(t, func(t *testing.T, _ bool) segmenttest.Backend {
+		dir := t.TempDir()
+		srv := natstest.ServerWith(t, natsserver.Config{StoreDir: dir})
+		url := srv.ClientURL()
+		port := srv.Addr().(*net.TCPAddr).Port
+		return segmenttest.Backend{
+			Open: func(t *testing.T) segmenttest.Store { return openSegmentStore(t, url) },
+			Stop: func(*testing.T) {
+				srv.Shutdown()
+				srv.WaitForShutdown()
+			},
+			Start: func(t *testing.T) {
+				// The same port and data: clients reconnect to it.
+				srv = natstest.ServerWith(t, natsserver.Config{Listen: "127.0.0.1:" + strconv.Itoa(port), StoreDir: dir})
+			},
+		}
+	})
+}
+
+// openSegmentStore connects to url with a connection of its own that keeps
+// reconnecting, as a vendor's would.
+func openSegmentStore(t *testing.T, url string) *kv.SegmentStore {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := kv.NewSegmentStore(context.Background(), js, 1)
+	if err != nil {
+		t.Fatalf("NewSegmentStore: %v", err)
+	}
+	return s
+}

@@ -1,0 +1,499 @@
+package vending_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// counterSegments vends 1, 2, 3, ... per tag; tags it does not hold are
+// unknown (404).
+type counterSegments struct {
+	mu   sync.Mutex
+	next map[string]int64
+}
+
+var _ vending.Segments = (*counterSegments)(nil)
+
+func newCounterSegments(tags ...string) *counterSegments {
+	c := &counterSegments{next: map[string]int64{}}
+	for _, t := range tags {
+		c.next[t] = 1
+	}
+	return c
+}
+
+func (c *counterSegments) TryTake(tag string, dst []int64, n int) ([]int64, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first, ok := c.next[tag]
+	if !ok {
+		return dst, false, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	for i := range int64(n) {
+		dst = append(dst, first+i)
+	}
+	c.next[tag] = first + int64(n)
+	return dst, true, nil
+}
+
+func (c *counterSegments) Take(_ context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	ids, _, err := c.TryTake(tag, dst, n)
+	return ids, err
+}
+
+// startSegmentVendor serves the tags from a counterSegments on s.
+func startSegmentVendor(t testing.TB, s *server.Server, tags ...string) {
+	t.Helper()
+	nc := natstest.Conn(t, s)
+	svc, err := vending.Start(nc, vending.Config{Segments: newCounterSegments(tags...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop() })
+	if err := nc.Flush(); err != nil { // the endpoints are subscribed before clients ask
+		t.Fatal(err)
+	}
+}
+
+func newClient(t testing.TB, nc *nats.Conn, opts ...vending.ClientOption) *vending.Client {
+	t.Helper()
+	c, err := vending.NewClient(nc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// responder answers subject with reply(request number, request), counting
+// requests; reply returning nil sends no reply.
+func responder(t testing.TB, nc *nats.Conn, subject string, reply func(n int, req *nats.Msg) *nats.Msg) *atomic.Int64 {
+	t.Helper()
+	var count atomic.Int64
+	sub, err := nc.Subscribe(subject, func(req *nats.Msg) {
+		if m := reply(int(count.Add(1)), req); m != nil {
+			req.RespondMsg(m)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	nc.Flush()
+	return &count
+}
+
+func errorReply(code int) *nats.Msg {
+	m := nats.NewMsg("")
+	m.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code))
+	m.Header.Set(micro.ErrorHeader, "test error "+strconv.Itoa(code))
+	return m
+}
+
+func idsReply(ids ...int64) *nats.Msg {
+	return &nats.Msg{Data: vending.AppendText(nil, ids)}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ascendingUnique(t *testing.T, ids []int64) {
+	t.Helper()
+	for i, id := range ids {
+		if id <= 0 || i > 0 && id <= ids[i-1] {
+			t.Fatalf("IDs not positive and ascending: %v", ids)
+		}
+	}
+}
+
+func TestClientSnowflakeAndSegment(t *testing.T) {
+	s := natstest.Server(t)
+	startVendor(t, s)
+	startSegmentVendor(t, s, "order")
+	c := newClient(t, natstest.Conn(t, s))
+	ctx := ctxT(t)
+
+	id, err := c.Next(ctx)
+	if err != nil || id <= 0 {
+		t.Fatalf("Next = %d, %v", id, err)
+	}
+	for _, n := range []int{1, 5, 63, 64, 1000, vending.DefaultMaxBatch} { // text and binary
+		ids, err := c.NextN(ctx, n)
+		if err != nil || len(ids) != n {
+			t.Fatalf("NextN(%d) = %d IDs, %v", n, len(ids), err)
+		}
+		ascendingUnique(t, append([]int64{id}, ids...))
+		id = ids[len(ids)-1]
+	}
+
+	order, err := c.Segment("order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := c.Segment("order"); again != order {
+		t.Fatal("Segment(order) twice returned two sources")
+	}
+	if order.Subject() != "leaf.segment.order" {
+		t.Fatalf("subject %q", order.Subject())
+	}
+	ids, err := order.NextN(ctx, 3)
+	if err != nil || fmt.Sprint(ids) != "[1 2 3]" {
+		t.Fatalf("NextN(3) = %v, %v", ids, err)
+	}
+	if id, err := order.Next(ctx); err != nil || id != 4 {
+		t.Fatalf("Next = %d, %v; want 4", id, err)
+	}
+	if ids, err := order.NextN(ctx, 100); err != nil || ids[0] != 5 || ids[99] != 104 {
+		t.Fatalf("NextN(100) = %v, %v", ids, err)
+	}
+
+	missing, err := c.Segment("missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = missing.Next(ctx)
+	var verr *vending.Error
+	if !errors.As(err, &verr) || verr.Code != 404 || !errors.Is(err, vending.ErrNotFound) || verr.Message == "" {
+		t.Fatalf("unknown tag: %v; want a 404 *vending.Error", err)
+	}
+}
+
+func TestClientRejectsLocally(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	count := responder(t, nc, "leaf.>", func(int, *nats.Msg) *nats.Msg { return idsReply(1) })
+	c := newClient(t, nc, vending.WithMaxBatch(100))
+	for _, n := range []int{0, -1, 101} {
+		if _, err := c.NextN(t.Context(), n); !errors.Is(err, vending.ErrBadRequest) {
+			t.Errorf("NextN(%d): %v, want ErrBadRequest", n, err)
+		}
+	}
+	for _, tag := range []string{"", "a b", "a.*", "order.", "a..b"} {
+		if _, err := c.Segment(tag); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Segment(%q): %v, want ErrInvalidTag", tag, err)
+		}
+	}
+	if n := count.Load(); n != 0 {
+		t.Fatalf("%d requests sent for invalid calls", n)
+	}
+}
+
+func TestNewClientValidates(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	for name, opt := range map[string]vending.ClientOption{
+		"wildcard prefix":   vending.WithPrefix("leaf.*"),
+		"empty prefix":      vending.WithPrefix(""),
+		"edge dot":          vending.WithPrefix("leaf."),
+		"zero timeout":      vending.WithTimeout(0),
+		"negative retries":  vending.WithRetries(-1),
+		"backoff backwards": vending.WithBackoff(time.Second, time.Millisecond),
+		"zero max batch":    vending.WithMaxBatch(0),
+		"prefetch too big":  vending.WithPrefetch(vending.DefaultMaxBatch+1, 10),
+		"low water at size": vending.WithPrefetch(100, 100),
+		"negative low":      vending.WithPrefetch(100, -1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if c, err := vending.NewClient(nc, opt); err == nil {
+				c.Close()
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if _, err := vending.NewClient(nil); err == nil {
+		t.Fatal("nil connection accepted")
+	}
+}
+
+func TestClientRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int // replies with code before a success
+		code     int
+		retries  int
+		requests int64
+		want     error // nil: success
+	}{
+		{"503 then success", 2, 503, 3, 3, nil},
+		{"503 beyond retries", 5, 503, 2, 3, vending.ErrUnavailable},
+		{"400 at once", 5, 400, 3, 1, vending.ErrBadRequest},
+		{"404 at once", 5, 404, 3, 1, vending.ErrNotFound},
+		{"500 at once", 5, 500, 3, 1, vending.ErrInternal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := natstest.Server(t)
+			nc := natstest.Conn(t, s)
+			count := responder(t, nc, "leaf.segment.order", func(n int, _ *nats.Msg) *nats.Msg {
+				if n <= tc.failures {
+					return errorReply(tc.code)
+				}
+				return idsReply(7)
+			})
+			c := newClient(t, nc, vending.WithRetries(tc.retries), vending.WithBackoff(time.Millisecond, 5*time.Millisecond))
+			order, _ := c.Segment("order")
+			id, err := order.Next(ctxT(t))
+			switch {
+			case tc.want == nil && (err != nil || id != 7):
+				t.Fatalf("Next = %d, %v; want 7", id, err)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Fatalf("Next = %d, %v; want %v", id, err, tc.want)
+			}
+			var verr *vending.Error
+			if tc.want != nil && (!errors.As(err, &verr) || verr.Code != tc.code) {
+				t.Fatalf("error %v is not a *vending.Error with code %d", err, tc.code)
+			}
+			if got := count.Load(); got != tc.requests {
+				t.Fatalf("%d requests, want %d", got, tc.requests)
+			}
+		})
+	}
+}
+
+func TestClientRetriesNoReply(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	c := newClient(t, nc, vending.WithRetries(2), vending.WithTimeout(20*time.Millisecond),
+		vending.WithBackoff(time.Millisecond, 2*time.Millisecond))
+
+	_, err := c.Next(ctxT(t))
+	if !errors.Is(err, vending.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("no responders: %v; want ErrUnavailable wrapping nats.ErrNoResponders", err)
+	}
+
+	silent := responder(t, nc, "leaf.snowflake", func(int, *nats.Msg) *nats.Msg { return nil })
+	_, err = c.Next(ctxT(t))
+	if !errors.Is(err, vending.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("silent responder: %v; want ErrUnavailable wrapping a timeout", err)
+	}
+	if n := silent.Load(); n != 3 {
+		t.Fatalf("%d attempts, want 3 (1 + 2 retries)", n)
+	}
+
+	// The caller's context ends the retries.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := c.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled context: %v", err)
+	}
+}
+
+func TestPrefetchConcurrentUnique(t *testing.T) {
+	s := natstest.Server(t)
+	startSegmentVendor(t, s, "order")
+	nc := natstest.Conn(t, s)
+	var binary, text atomic.Int64
+	spy, err := nc.Subscribe("leaf.segment.order", func(m *nats.Msg) {
+		if m.Header.Get(vending.EncodingHeader) == vending.EncodingBinary && string(m.Data) == "500" {
+			binary.Add(1)
+		} else {
+			text.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Unsubscribe()
+	c := newClient(t, nc, vending.WithPrefetch(500, 100))
+	order, _ := c.Segment("order")
+
+	const goroutines, each = 32, 2000
+	got := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				id, err := order.Next(t.Context())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[g] = append(got[g], id)
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[int64]bool, goroutines*each)
+	for _, ids := range got {
+		for _, id := range ids {
+			if id <= 0 || seen[id] {
+				t.Fatalf("ID %d repeated or not positive", id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d IDs, want %d", len(seen), goroutines*each)
+	}
+	// The counter hands out 1.. in order: prefetch may hold back at most
+	// one refill plus the buffer.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	if binary.Load() < goroutines*each/500 || text.Load() != 0 {
+		t.Fatalf("refills: %d binary of 500, %d other; want all binary", binary.Load(), text.Load())
+	}
+	if _, err := order.Next(t.Context()); !errors.Is(err, vending.ErrClientClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+func TestPrefetchSurfacesRefillErrors(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	var failing atomic.Bool
+	var last atomic.Int64
+	count := responder(t, nc, "leaf.snowflake", func(_ int, req *nats.Msg) *nats.Msg {
+		if failing.Load() {
+			return errorReply(503)
+		}
+		n, _ := strconv.Atoi(string(req.Data))
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = last.Add(1)
+		}
+		return &nats.Msg{Data: vending.AppendBinary(nil, ids)}
+	})
+	c := newClient(t, nc, vending.WithPrefetch(100, 10), vending.WithRetries(0))
+	ctx := ctxT(t)
+
+	if id, err := c.Next(ctx); err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v", id, err)
+	}
+	failing.Store(true)
+	// The buffer drains; the refill that fails below the low-water mark is
+	// reported by the Next that finds the buffer empty, not before.
+	var id int64
+	var err error
+	for want := int64(2); ; want++ {
+		id, err = c.Next(ctx)
+		if err != nil {
+			break
+		}
+		if id != want {
+			t.Fatalf("Next = %d, want %d", id, want)
+		}
+	}
+	if !errors.Is(err, vending.ErrUnavailable) || id != 0 {
+		t.Fatalf("after the buffer: %d, %v; want the refill's 503", id, err)
+	}
+	if last.Load() != 100 {
+		t.Fatalf("%d IDs vended, want the first refill's 100", last.Load())
+	}
+	failing.Store(false)
+	if id, err := c.Next(ctx); err != nil || id != 101 {
+		t.Fatalf("after recovery: %d, %v; want 101", id, err)
+	}
+	if count.Load() < 3 {
+		t.Fatalf("%d requests", count.Load())
+	}
+}
+
+func TestCloseStopsRefillInFlight(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	arrived := make(chan struct{}, 1)
+	responder(t, nc, "leaf.snowflake", func(int, *nats.Msg) *nats.Msg {
+		arrived <- struct{}{}
+		return nil // never answers: the refill waits for its timeout
+	})
+	c, err := vending.NewClient(nc, vending.WithPrefetch(10, 1), vending.WithTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := c.Next(context.Background())
+		errs <- err
+	}()
+	<-arrived
+	if err := c.Close(); err != nil { // returns only once the refill goroutine ended
+		t.Fatal(err)
+	}
+	if err := <-errs; !errors.Is(err, vending.ErrClientClosed) {
+		t.Fatalf("Next waiting on Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestPrefetchNextN(t *testing.T) {
+	s := natstest.Server(t)
+	startSegmentVendor(t, s, "order")
+	c := newClient(t, natstest.Conn(t, s), vending.WithPrefetch(100, 50))
+	order, _ := c.Segment("order")
+	ctx := ctxT(t)
+	if id, err := order.Next(ctx); err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v", id, err)
+	}
+	ids, err := order.NextN(ctx, 10) // from the buffer
+	if err != nil || fmt.Sprint(ids) != "[2 3 4 5 6 7 8 9 10 11]" {
+		t.Fatalf("NextN(10) = %v, %v", ids, err)
+	}
+	big, err := order.NextN(ctx, 1000) // more than the buffer: its own request
+	if err != nil || len(big) != 1000 || big[0] <= 100 {
+		t.Fatalf("NextN(1000) = %d IDs from %v, %v", len(big), big[:1], err)
+	}
+}
+
+func BenchmarkClientNextPrefetch(b *testing.B) {
+	s := natstest.Server(b)
+	startSegmentVendor(b, s, "order")
+	c := newClient(b, natstest.Conn(b, s), vending.WithPrefetch(vending.DefaultMaxBatch, vending.DefaultMaxBatch/2))
+	order, _ := c.Segment("order")
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := order.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ids/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := order.Next(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ids/s")
+	})
+}
+
+func BenchmarkClientNextN1000(b *testing.B) {
+	s := natstest.Server(b)
+	startSegmentVendor(b, s, "order")
+	c := newClient(b, natstest.Conn(b, s))
+	order, _ := c.Segment("order")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := order.NextN(ctx, 1000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "ids/s")
+}
