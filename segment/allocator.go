@@ -16,7 +16,7 @@ import (
 // Defaults for the zero fields of Options.
 const (
 	DefaultRefresh     = 60 * time.Second
-	DefaultNegativeTTL = 10 * time.Second
+	DefaultNegativeTTL = time.Second
 	// DefaultWait is short enough that a 503 reaches a client with a
 	// one-second request timeout before the client gives up, and long
 	// enough for a healthy store, which answers in milliseconds.
@@ -46,7 +46,9 @@ type Options struct {
 	// NegativeTTL is how long a tag list is trusted to say a tag does not
 	// exist: a request for a tag absent from a list younger than this is
 	// answered ErrUnknownTag without asking the store. A new tag can thus
-	// be refused for up to NegativeTTL after it is added. Default 10s.
+	// be refused for up to NegativeTTL after it is added. Default 1s: a
+	// new tag works about at once, and a flood of unknown tags costs each
+	// allocator at most one tag-list read a second.
 	NegativeTTL time.Duration
 	// Wait is how long a request that finds both buffers of its tag empty
 	// waits for a load before it fails with ErrUnavailable. Default 500ms.
@@ -374,6 +376,10 @@ func (a *Allocator) storeFailed(err error, args ...any) {
 		a.log.Error("segment: store unavailable; vending from buffers and retrying when they need it", append(args, "err", err)...)
 	}
 }
+
+// StoreUp reports whether the last store call succeeded: false from the
+// first failed call of an outage until a call succeeds again.
+func (a *Allocator) StoreUp() bool { return !a.storeDown.Load() }
 
 func (a *Allocator) storeOK() {
 	if a.storeDown.CompareAndSwap(true, false) {
