@@ -217,9 +217,13 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 	orig := len(dst)
 	need := int64(n)
 	var timer *time.Timer
+	// Until a load succeeds in this call, take all or nothing: a batch
+	// larger than the buffers must not use them up while the store is down,
+	// or smaller requests that they could serve would fail too.
+	loaded := false
 	for {
 		b.mu.Lock()
-		r, got := b.reserve(need, false)
+		r, got := b.reserve(need, !loaded)
 		need -= got
 		var l *call
 		var failed error // why no load could start
@@ -237,6 +241,7 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 			dst = dst[:orig]
 			break
 		}
+		loaded = true
 	}
 	if timer != nil {
 		timer.Stop()

@@ -278,6 +278,10 @@ func TestServesFromBuffersWhileStoreDown(t *testing.T) {
 
 	s := status(t, a, "order")
 	buffered := int(s.Current.End - s.Current.Value + s.Next.End - s.Next.Value)
+	// A batch larger than the buffers fails and leaves them for smaller ones.
+	if _, err := a.Take(context.Background(), "order", nil, buffered+1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("batch of %d with %d buffered and the store down = %v, want ErrUnavailable", buffered+1, buffered, err)
+	}
 	issued = append(issued, take(t, a, "order", buffered)...)
 	if _, err := a.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Take with the store down and buffers empty = %v, want ErrUnavailable", err)
