@@ -17,6 +17,12 @@ as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+APT_UPDATED=""
+apt_install() {
+	if [ -z "$APT_UPDATED" ]; then as_root apt-get update -qq; APT_UPDATED=1; fi
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 pg_bindir() {
 	local d
 	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
@@ -37,12 +43,17 @@ run_pg() {
 export LEAF_TEST_PG_BINDIR="${LEAF_TEST_PG_BINDIR:-$(pg_bindir)}"
 if [ -z "$LEAF_TEST_PG_BINDIR" ]; then
 	log "PostgreSQL binaries not found; installing the postgresql package"
-	as_root apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+	apt_install postgresql
 	# The package starts a cluster of its own on 5432; this run does not use it.
 	LEAF_TEST_PG_BINDIR="$(pg_bindir)"
 	[ -n "$LEAF_TEST_PG_BINDIR" ] || { log "PostgreSQL install failed: no initdb"; exit 1; }
 fi
+# The status page is tested in a real browser.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+	log "chromium not found; installing it for the status page's browser test"
+	apt_install chromium
+fi
+
 if [ "$(id -u)" = 0 ]; then
 	PG_USER=postgres
 	id -u "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"

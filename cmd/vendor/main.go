@@ -44,5 +44,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("vendor stopped", "err", err)
 		return 1
 	}
+	log.Info("vendor stopped")
 	return 0
 }

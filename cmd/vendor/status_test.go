@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+)
+
+// httpURL returns the vendor's status page URL from its log.
+func httpURL(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
+	m := regexp.MustCompile(`url=(http://[0-9.:]+/)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no status page URL in the log:\n%s", logs.String())
+	}
+	return m[1]
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// servingVendor starts a vendor on s with tag "order" and some traffic.
+func servingVendor(t *testing.T, s interface{ ClientURL() string }, nc *nats.Conn) (string, *syncBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	var out syncBuffer
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	if code := run(context.Background(), []string{"tags", "add", "order", "-step", "100", "-description", "orders <script>"}, &out, &out); code != 0 && !strings.Contains(out.String(), "already exists") {
+		t.Fatalf("tags add: %d %s", code, out.String())
+	}
+	_, logs := startVendor(t, map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_NATS_STORE_DIR": dir})
+	for range 3 {
+		if _, err := nc.Request("leaf.segment.order", []byte("20"), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.Request("leaf.snowflake", nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return httpURL(t, logs), logs
+}
+
+func TestHealthReadyMetricsAndStatus(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	url, _ := servingVendor(t, s, nc)
+	nc.Request("leaf.segment.nosuch", nil, 5*time.Second)
+	nc.Request("leaf.snowflake", []byte("abc"), 5*time.Second)
+
+	if code, body := get(t, url+"healthz"); code != 200 {
+		t.Fatalf("/healthz %d %s", code, body)
+	}
+	if code, body := get(t, url+"readyz"); code != 200 {
+		t.Fatalf("/readyz %d %s", code, body)
+	}
+	_, metrics := get(t, url+"metrics")
+	for _, want := range []string{
+		`leaf_requests_total{code="200",mode="segment",tag="order"} 3`,
+		`leaf_requests_total{code="404",mode="segment",tag=""} 1`,
+		`leaf_requests_total{code="400",mode="snowflake",tag=""} 1`,
+		`leaf_ids_total{mode="segment",tag="order"} 60`,
+		`leaf_ids_total{mode="snowflake",tag=""} 3`,
+		`leaf_request_duration_seconds_count{mode="segment"} 4`,
+		`leaf_segment_step{tag="order"} 200`, // the preload doubled it: the first segment lasted under 15 min
+		`leaf_segment_next_ready{tag="order"} 1`,
+		`leaf_store_up{store="jetstream-kv"} 1`,
+		`leaf_worker_lease_expiry_seconds`,
+		`leaf_clock_backward_steps_total 0`,
+		`leaf_ready 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var st status
+	_, body := get(t, url+"status.json")
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Ready || !st.Worker.Held || len(st.Segments.Tags) != 1 || len(st.Segments.Rows) != 1 {
+		t.Fatalf("status.json: %s", body)
+	}
+	if tag := st.Segments.Tags[0]; tag.Current.Value != 61 || !tag.NextReady {
+		t.Fatalf("tag status %+v, want 60 IDs used and the next segment ready", tag)
+	}
+}
+
+// chromium returns the browser's path: the test command installs Debian's
+// chromium package when it is missing.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium: run scripts/test.sh, which installs it")
+	}
+	t.Skip("no chromium (scripts/test.sh installs it)")
+	return ""
+}
+
+// TestStatusPageInBrowser loads the status page of a running vendor in
+// headless Chromium and reads what a person would see: the worker ID, the
+// tag's buffers, the store's rows and both vendors of the cluster.
+func TestStatusPageInBrowser(t *testing.T) {
+	exe := chromium(t)
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	url, logs := servingVendor(t, s, nc)
+	servingVendor(t, s, nc) // a second vendor: the cluster table shows both
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-tag="order"]`)); err != nil {
+		t.Fatalf("browser: %v\nvendor log:\n%s", err, logs.String())
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("browser: text of %s: %v", sel, err)
+		}
+		return v
+	}
+	workerID, ready, tagRow, rows := text(`[data-field="worker-id"]`), text(`#ready`), text(`tr[data-tag="order"]`), text(`#rows tbody`)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll("#cluster tbody tr").length >= 2`)); err != nil {
+		t.Fatalf("browser: cluster table never showed two vendors: %v", err)
+	}
+	clusterRows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#cluster tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := text(`#cluster tbody`)
+	id, err := strconv.Atoi(strings.TrimSpace(workerID))
+	if err != nil || !strings.Contains(logs.String(), fmt.Sprintf("worker_id=%d", id)) {
+		t.Fatalf("page shows worker ID %q, not the vendor's:\n%s", workerID, logs.String())
+	}
+	if !strings.Contains(ready, "ready") || strings.Contains(ready, "not") {
+		t.Fatalf("page says %q, want ready", ready)
+	}
+	for _, want := range []string{"order", " .. ", "%", "took"} {
+		if !strings.Contains(tagRow, want) {
+			t.Fatalf("tag row %q lacks %q", tagRow, want)
+		}
+	}
+	// The description is shown as text, never run as markup.
+	if !strings.Contains(rows, "orders <script>") {
+		t.Fatalf("store rows %q lack the escaped description", rows)
+	}
+	if clusterRows != 2 || strings.Count(cluster, "ready") < 2 {
+		t.Fatalf("cluster table shows %d vendors: %q", clusterRows, cluster)
+	}
+}
