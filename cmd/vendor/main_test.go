@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"sync"
@@ -197,6 +198,42 @@ func TestStaticWorkerID(t *testing.T) {
 		last = ids[len(ids)-1]
 		if code := stop(); code != 0 {
 			t.Fatalf("exit %d:\n%s", code, logs.String())
+		}
+	}
+}
+
+// TestJSONLogsOneLinePerLifecycleEvent: every line is JSON, lifecycle events
+// are logged, and a storm of bad requests adds no line per request.
+func TestJSONLogsOneLinePerLifecycleEvent(t *testing.T) {
+	s := natstest.Server(t)
+	stop, logs := startVendor(t, map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_LOG_FORMAT": "json"})
+	nc := natstest.Conn(t, s)
+	before := strings.Count(logs.String(), "\n")
+	for range 1000 {
+		nc.Request("leaf.snowflake", []byte("-1"), 5*time.Second)
+		nc.Request("leaf.segment.nosuch", nil, 5*time.Second)
+	}
+	if after := strings.Count(logs.String(), "\n"); after != before {
+		t.Fatalf("2000 bad requests added %d log lines:\n%s", after-before, logs.String())
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Msg == "" || rec.Level == "" {
+			t.Fatalf("log line is not JSON with level and msg: %q", line)
+		}
+		msgs = append(msgs, rec.Msg)
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{"worker ID claimed", "vendor serving", "signal received: draining", "worker ID released", "vendor stopped"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no %q line in:\n%s", want, all)
 		}
 	}
 }
