@@ -237,6 +237,10 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // from before the update was sent, so it falls before the server can expire
 // the key: no one else can hold the ID while we may vend with it.
 func (l *Lease) Renew(ctx context.Context) (time.Time, error) {
+	// A renewal that takes longer than a quarter of the TTL is better
+	// abandoned and retried than waited for.
+	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
+	defer cancel()
 	sent := l.clock.Now()
 	rev, err := l.leases.Update(ctx, leaseKey(l.id), l.value, l.rev)
 	if err != nil {
