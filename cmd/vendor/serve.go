@@ -167,6 +167,8 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
 			strings.Contains(strings.ToLower(err.Error()), "authorization"):
 			hint = " (the server refused the credentials: check the URL's user:password, LEAF_NATS_CREDS, LEAF_NATS_NKEY, LEAF_NATS_USER/PASSWORD or LEAF_NATS_TOKEN)"
+		case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509"):
+			hint = " (TLS failed: check that LEAF_NATS_TLS_CA trusts the server's certificate and that LEAF_NATS_TLS_CERT/KEY hold a client certificate the server trusts)"
 		case errors.Is(err, nats.ErrNoServers):
 			hint = " (is a NATS server running there? leave LEAF_NATS_URL empty for an embedded one)"
 		}

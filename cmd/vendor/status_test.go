@@ -69,6 +69,19 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 	nc.Request("leaf.segment.nosuch", nil, 5*time.Second)
 	nc.Request("leaf.snowflake", []byte("abc"), 5*time.Second)
 
+	// The preload of the next segment runs in the background: wait for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st status
+		_, body := get(t, url+"status.json")
+		if json.Unmarshal([]byte(body), &st) == nil && len(st.Segments.Tags) == 1 && st.Segments.Tags[0].NextReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("next segment never ready: %s", body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if code, body := get(t, url+"healthz"); code != 200 {
 		t.Fatalf("/healthz %d %s", code, body)
 	}
