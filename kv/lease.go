@@ -24,6 +24,11 @@ const (
 	ClocksBucket = "leaf_worker_clocks"
 )
 
+// DefaultMaxWait is the least time Claim waits for its clock to pass a
+// worker ID's last timestamp: a clock a few seconds behind (a new host, or
+// an old holder whose clock ran ahead) is waited out, a larger gap refused.
+const DefaultMaxWait = 10 * time.Second
+
 // ErrNoFreeWorkerID is returned by Claim when all 1,024 worker IDs are held.
 var ErrNoFreeWorkerID = errors.New("kv: every worker ID is held by a live worker")
 
@@ -43,7 +48,8 @@ type LeaseConfig struct {
 	// 0..1023), to split the ID space between clusters.
 	First, Last int
 	// MaxWait is how long Claim waits for the clock to pass the previous
-	// holder's last timestamp before giving up (the TTL).
+	// holder's last timestamp before giving up (the TTL, at least
+	// DefaultMaxWait).
 	MaxWait time.Duration
 }
 
@@ -60,6 +66,7 @@ type Lease struct {
 	clocks   jetstream.KeyValue
 	rev      uint64 // lease key's revision
 	clockRev uint64 // clock key's revision
+	recorded int64  // the highest last timestamp written
 }
 
 var _ snowflake.Holder = (*Lease)(nil)
@@ -85,7 +92,7 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 		c.Clock = snowflake.SystemClock{}
 	}
 	if c.MaxWait <= 0 {
-		c.MaxWait = c.TTL
+		c.MaxWait = max(c.TTL, DefaultMaxWait)
 	}
 	if c.First == 0 && c.Last == 0 {
 		c.Last = snowflake.MaxWorkerID
@@ -194,7 +201,7 @@ func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)
 		}
 		l.last, l.clockRev = last, rev
-		if _, err := l.Renew(ctx); err != nil {
+		if _, err := l.Renew(ctx, last); err != nil {
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 				continue
 			}
@@ -233,10 +240,11 @@ func (l *Lease) Deadline() time.Time { return l.deadline }
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
 // Renew updates the lease key against its last revision, then records the
-// new deadline as the worker ID's last timestamp. The deadline is measured
+// new deadline (or last, or what it recorded before, whichever is latest) as
+// the worker ID's last timestamp. The deadline is measured
 // from before the update was sent, so it falls before the server can expire
 // the key: no one else can hold the ID while we may vend with it.
-func (l *Lease) Renew(ctx context.Context) (time.Time, error) {
+func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	// A renewal that takes longer than a quarter of the TTL is better
 	// abandoned and retried than waited for.
 	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
@@ -252,11 +260,14 @@ func (l *Lease) Renew(ctx context.Context) (time.Time, error) {
 	l.rev = rev
 	// A small margin for the server's clock running faster than ours.
 	deadline := sent.Add(l.ttl - l.ttl/50)
-	crev, err := l.writeClock(ctx, deadline.UnixMilli())
+	// After a backwards clock step the deadline is behind IDs already
+	// made: record the later of the two, and never less than before.
+	rec := max(deadline.UnixMilli(), last, l.recorded)
+	crev, err := l.writeClock(ctx, rec)
 	if err != nil {
 		return time.Time{}, err
 	}
-	l.clockRev = crev
+	l.clockRev, l.recorded = crev, rec
 	l.deadline = deadline
 	return deadline, nil
 }

@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -163,7 +164,7 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
 	}
 	// The old holder, waking up, cannot renew.
-	if _, err := a.Renew(context.Background()); !errors.Is(err, snowflake.ErrLeaseLost) {
+	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, snowflake.ErrLeaseLost) {
 		t.Fatalf("old holder's renewal: %v, want ErrLeaseLost", err)
 	}
 }
@@ -198,4 +199,32 @@ func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// A holder whose clock stepped back renews with deadlines behind the IDs it
+// already made; the recorded timestamp must stay ahead of them, or the next
+// holder (after a crash) would repeat them.
+func TestRenewNeverRecordsLessThanUsed(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	cfg := LeaseConfig{TTL: time.Minute, First: 9, Last: 9}
+	l := claim(t, js, cfg)
+	used := time.Now().Add(2 * time.Minute).UnixMilli() // IDs made before the clock stepped back
+	if _, err := l.Renew(context.Background(), used); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Renew(context.Background(), 0); err != nil { // a later renewal knows less
+		t.Fatal(err)
+	}
+	clocks, err := js.KeyValue(context.Background(), ClocksBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := clocks.Get(context.Background(), leaseKey(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(e.Value()); got != strconv.FormatInt(used, 10) {
+		t.Fatalf("recorded %s, want %d (the last millisecond used)", got, used)
+	}
 }

@@ -18,9 +18,10 @@ import (
 // reserves a short horizon ahead and records it before the generator may use
 // it; Release records the true last millisecond.
 type FileHolder struct {
-	path    string
-	clock   Clock
-	horizon time.Duration
+	path     string
+	clock    Clock
+	horizon  time.Duration
+	recorded int64 // the highest timestamp written
 }
 
 // OpenFileHolder reads path (missing means no earlier run) and returns the
@@ -42,15 +43,19 @@ func OpenFileHolder(path string, clock Clock, horizon time.Duration) (*FileHolde
 	if err != nil || last < 0 {
 		return nil, 0, fmt.Errorf("worker timestamp file %s is corrupt (%q); remove it only if no process used this worker ID in the last minutes", path, b)
 	}
+	h.recorded = last
 	return h, last, nil
 }
 
-// Renew records now+horizon and returns it as the deadline.
-func (h *FileHolder) Renew(context.Context) (time.Time, error) {
+// Renew records the later of now+horizon, last and what it recorded
+// before, and returns now+horizon as the deadline.
+func (h *FileHolder) Renew(_ context.Context, last int64) (time.Time, error) {
 	deadline := h.clock.Now().Add(h.horizon)
-	if err := h.write(deadline.UnixMilli()); err != nil {
+	rec := max(deadline.UnixMilli(), last, h.recorded)
+	if err := h.write(rec); err != nil {
 		return time.Time{}, err
 	}
+	h.recorded = rec
 	return deadline, nil
 }
 

@@ -22,10 +22,13 @@ var (
 // or a local file (FileHolder).
 type Holder interface {
 	// Renew extends the hold and returns the deadline until which the
-	// generator may vend. Before it returns, it has durably recorded the
-	// deadline's millisecond as the worker ID's last timestamp, so a later
-	// holder starts after it. An error wrapping ErrLeaseLost is final.
-	Renew(ctx context.Context) (deadline time.Time, err error)
+	// generator may vend. Before it returns, it has durably recorded as the
+	// worker ID's last timestamp the later of the deadline's millisecond and
+	// last (the generator's last millisecond used: after a backwards clock
+	// step it is ahead of the deadline), and never less than it recorded
+	// before, so a later holder starts after every ID made. An error
+	// wrapping ErrLeaseLost is final.
+	Renew(ctx context.Context, last int64) (deadline time.Time, err error)
 	// Release records last (Unix ms) as the worker ID's last timestamp and
 	// frees the worker ID.
 	Release(ctx context.Context, last int64) error
@@ -78,7 +81,7 @@ func Keep(ctx context.Context, g *Generator, h Holder, interval time.Duration, l
 			return nil
 		case <-t.C:
 		}
-		deadline, err := h.Renew(ctx)
+		deadline, err := h.Renew(ctx, g.Last())
 		switch {
 		case err == nil:
 			g.Window(deadline)

@@ -21,7 +21,7 @@ type fakeHolder struct {
 
 var _ Holder = (*fakeHolder)(nil)
 
-func (h *fakeHolder) Renew(context.Context) (time.Time, error) {
+func (h *fakeHolder) Renew(context.Context, int64) (time.Time, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.renewals++
@@ -112,7 +112,7 @@ func TestFileHolderKeepsTimestampAcrossRestarts(t *testing.T) {
 	if err != nil || last != 0 {
 		t.Fatalf("fresh file: last %d, %v", last, err)
 	}
-	deadline, err := h.Renew(context.Background())
+	deadline, err := h.Renew(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +127,19 @@ func TestFileHolderKeepsTimestampAcrossRestarts(t *testing.T) {
 	}
 	if _, last, _ = OpenFileHolder(path, clock, time.Second); last != testNow+7 {
 		t.Fatalf("after release: last %d, want %d", last, testNow+7)
+	}
+	// After a backwards clock step, IDs already made are ahead of the new
+	// deadline: the file keeps the later timestamp.
+	h, _, _ = OpenFileHolder(path, clock, 3*time.Second)
+	ahead := clock.Now().Add(time.Minute).UnixMilli()
+	if _, err := h.Renew(context.Background(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Renew(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, last, _ = OpenFileHolder(path, clock, time.Second); last != ahead {
+		t.Fatalf("after renewals behind the last ID: recorded %d, want %d", last, ahead)
 	}
 	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -47,7 +49,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	if _, err := js.AccountInfo(ctx); err != nil {
+	if err := retryStartup(ctx, log, "reach JetStream", func() error {
+		_, err := js.AccountInfo(ctx)
+		return err
+	}); err != nil {
 		return fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
 	}
 
@@ -61,7 +66,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		wg.Go(func() { clock.follow(clockCtx, cfg.ClockOffsetFile, log) })
 	}
 	w := &worker{cfg: cfg, js: js, clock: clock, log: log}
-	if err := w.claim(ctx); err != nil {
+	if err := retryStartup(ctx, log, "claim a worker ID", func() error { return w.claim(ctx) }); err != nil {
 		return err
 	}
 	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
@@ -69,8 +74,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	workerDone := make(chan error, 1)
 	wg.Go(func() { workerDone <- w.keep(workerCtx) })
 
-	segs, err := openSegments(ctx, cfg, js, log)
-	if err != nil {
+	var segs *segments
+	if err := retryStartup(ctx, log, "open the segment store", func() (err error) {
+		segs, err = openSegments(ctx, cfg, js, log)
+		return err
+	}); err != nil {
 		return err
 	}
 	defer segs.Close()
@@ -128,6 +136,34 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	stopWorker()
 	return runErr
+}
+
+// startupBudget is how long start-up steps are retried: on a fresh cluster
+// the replicated buckets have no leader for a few seconds.
+const startupBudget = 30 * time.Second
+
+// retryStartup runs f until it succeeds, fails for good, or startupBudget
+// passes. Errors that waiting cannot fix are returned at once.
+func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	deadline := time.Now().Add(startupBudget)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		err := f()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, kv.ErrNoFreeWorkerID), errors.Is(err, snowflake.ErrClockBehind),
+			errors.Is(err, snowflake.ErrSettings), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+			errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+			ctx.Err() != nil, time.Now().Add(backoff).After(deadline):
+			return err
+		}
+		log.Warn("start-up step failed; retrying", "step", what, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // connect dials NATS with the configured authentication. It fails at once

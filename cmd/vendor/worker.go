@@ -108,7 +108,7 @@ func (w *worker) claim(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := snowflake.WaitPast(ctx, w.clock, recorded, 2*horizon); err != nil {
+		if err := snowflake.WaitPast(ctx, w.clock, recorded, kv.DefaultMaxWait); err != nil {
 			return fmt.Errorf("static worker ID %d (timestamp file %s): %w", id, path, err)
 		}
 		w.holder, w.every, last = h, horizon/3, recorded
@@ -145,7 +145,7 @@ func (w *worker) claim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	deadline, err := w.holder.Renew(ctx)
+	deadline, err := w.holder.Renew(ctx, last)
 	if err != nil {
 		return err
 	}
