@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 // MaxTagLen is the longest tag, the width of the biz_tag column.
@@ -53,7 +54,7 @@ func ValidateTag(tag string) error {
 		case c == '.', c == '_', c == '-',
 			'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		default:
-			return fmt.Errorf("%w: %q contains %q; use only letters, digits, '_', '-' and '.'", ErrInvalidTag, tag, rune(c))
+			return fmt.Errorf("%w: %q contains %s; use only ASCII letters, digits, '_', '-' and '.'", ErrInvalidTag, tag, offending(tag[i:]))
 		}
 		prev = c
 	}
@@ -61,6 +62,16 @@ func ValidateTag(tag string) error {
 		return fmt.Errorf("%w: %q ends with a dot; write tokens like order.eu", ErrInvalidTag, tag)
 	}
 	return nil
+}
+
+// offending names the character at the start of s: a rune, or the byte if
+// s does not start with valid UTF-8.
+func offending(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Sprintf("the byte 0x%02x (not UTF-8)", s[0])
+	}
+	return fmt.Sprintf("%q", r)
 }
 
 // ValidateStep reports whether step can be a row's step: 1 to 2^31-1, the

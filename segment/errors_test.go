@@ -41,6 +41,20 @@ func TestValidateTag(t *testing.T) {
 	}
 }
 
+// The message names the character a person typed, not one of its bytes.
+func TestValidateTagNamesTheCharacter(t *testing.T) {
+	for tag, want := range map[string]string{
+		"订单":        `'订'`,
+		"ordér":     `'é'`,
+		"order\xff": "byte 0xff",
+		"a b":       `' '`,
+	} {
+		if err := segment.ValidateTag(tag); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateTag(%q) = %v, want it to name %s", tag, err, want)
+		}
+	}
+}
+
 func TestValidateRow(t *testing.T) {
 	tests := []struct {
 		name string
