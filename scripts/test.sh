@@ -94,4 +94,17 @@ fi
 go vet ./...
 unformatted="$(gofmt -l .)"
 [ -z "$unformatted" ] || { log "gofmt needed: $unformatted"; exit 1; }
+# The whole-process fault tests write one summary line per scenario here.
+export LEAF_E2E_SUMMARY="$WORK/e2e-summary.txt"
 go test -race -count=1 -timeout 15m "${@:-./...}"
+if [ -s "$LEAF_E2E_SUMMARY" ]; then
+	log "fault-tolerance scenarios:"
+	cat "$LEAF_E2E_SUMMARY"
+fi
+
+# A short fuzz of each parser of client input, from its seed corpus in testdata/.
+if [ $# -eq 0 ]; then
+	go test -run '^$' -fuzz '^FuzzParseCount$' -fuzztime 10s ./vending/
+	go test -run '^$' -fuzz '^FuzzDecodeText$' -fuzztime 10s ./vending/
+	go test -run '^$' -fuzz '^FuzzValidateTag$' -fuzztime 10s ./segment/
+fi

@@ -1,0 +1,44 @@
+// Package e2e holds whole-process tests of leaf-nats: real vendor binaries
+// (built once per test run by TestMain with go build ./cmd/vendor), run as
+// subprocesses against nats-servers embedded in the test process (one node,
+// or a three-node JetStream cluster) and, for segments, real Postgres from
+// internal/pgtest. Every scenario tries hard to make the service hand out an
+// ID twice, collects every ID it is given and counts the duplicates, which
+// must be zero:
+//
+//   - TestKillNineUnderLoad: three vendors in one queue group, one killed
+//     with SIGKILL and restarted every few seconds, snowflake and segment
+//     load at once (at least 1,000,000 IDs of each).
+//   - TestClusterLeaderLoss: a three-node JetStream cluster, KV buckets with
+//     three replicas; the leader of the lease bucket's stream is shut down
+//     under load.
+//   - TestLeaseExpiryAndReuse: a vendor frozen with SIGSTOP past its lease
+//     TTL loses its worker ID to another vendor (also one whose clock is 5s
+//     behind) and must not vend with it after SIGCONT.
+//   - TestPostgresOutage: Postgres stopped for 30s under segment load:
+//     buffers, then 503s (never a hang), then recovery.
+//   - TestClockStepBack, TestClockBehindAtCrash, TestRestartWithFutureTimestamp:
+//     clock faults through the vendor's LEAF_CLOCK_OFFSET(_FILE) test hooks.
+//   - TestWorkerIDExhaustion, TestConcurrentFirstStarts: 1,025 claims for
+//     1,024 worker IDs; 20 vendors starting at once.
+//   - TestHostileRequests: malformed counts, tags and subjects against
+//     running vendors, with no crash and no store write. The codec and tag
+//     parser are also fuzzed (FuzzParseCount, FuzzDecodeText in vending,
+//     FuzzValidateTag in segment).
+//
+// Each scenario prints one summary line (IDs collected, duplicates, errors
+// by code, elapsed) with t.Logf and on standard output; go test shows them
+// with -v, and LEAF_E2E_SUMMARY=<file> appends them to a file.
+//
+// Run the suite with scripts/test.sh ./test/e2e/..., which provides
+// Postgres. With CI=true, tests that cannot get Postgres fail instead of
+// skipping. The defaults fit a two-core CI machine in a few minutes:
+//
+//	LEAF_E2E_SOAK=1            soak: about ten times the IDs, kills and fault durations
+//	LEAF_E2E_VENDOR_RACE=1     build the vendor binary with -race
+//	LEAF_E2E_VERBOSE=1         print every vendor's log, not only on failure
+//
+// A soak run wants a longer go test timeout, e.g.
+//
+//	LEAF_E2E_SOAK=1 scripts/test.sh -timeout 2h -v ./test/e2e/...
+package e2e

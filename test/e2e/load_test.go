@@ -1,0 +1,290 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// tally collects every ID a load received and every failure, by code.
+type tally struct {
+	name  string
+	start time.Time
+
+	mu      sync.Mutex
+	ids     []int64
+	ok      int               // replies with IDs
+	errs    map[string]int    // "503", "timeout", "no responders", ...
+	samples map[string]string // the first error message per code
+	latest  map[string]string // the last error message per code
+	bad     []string          // contract violations in replies
+}
+
+func newTally(name string) *tally {
+	return &tally{name: name, start: time.Now(), errs: map[string]int{}, samples: map[string]string{}, latest: map[string]string{}}
+}
+
+// request sends one request and records what came back. It returns the
+// IDs, or the error code ("" when IDs came back).
+func (tl *tally) request(nc *nats.Conn, subject string, n int, timeout time.Duration) ([]int64, string) {
+	body := []byte(strconv.Itoa(n))
+	msg, err := nc.Request(subject, body, timeout)
+	if err != nil {
+		code := "transport"
+		switch {
+		case errors.Is(err, nats.ErrTimeout):
+			code = "timeout"
+		case errors.Is(err, nats.ErrNoResponders):
+			code = "no responders"
+		}
+		tl.fail(code, err.Error())
+		return nil, code
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		tl.fail(code, msg.Header.Get(micro.ErrorHeader))
+		if len(msg.Data) > 0 {
+			tl.violation("%s error reply carries a body: %.60q", code, msg.Data)
+		}
+		return nil, code
+	}
+	ids, err := vending.DecodeText(make([]int64, 0, n), msg.Data)
+	switch {
+	case err != nil:
+		tl.violation("reply does not decode: %v", err)
+		return nil, "bad reply"
+	case len(ids) != n:
+		tl.violation("asked for %d IDs, got %d", n, len(ids))
+	case !slices.IsSorted(ids):
+		tl.violation("IDs not ascending: %v ...", ids[:min(len(ids), 5)])
+	}
+	tl.mu.Lock()
+	tl.ids = append(tl.ids, ids...)
+	tl.ok++
+	tl.mu.Unlock()
+	return ids, ""
+}
+
+func (tl *tally) fail(code, msg string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.errs[code]++
+	tl.latest[code] = msg
+	if _, ok := tl.samples[code]; !ok {
+		tl.samples[code] = msg
+	}
+}
+
+func (tl *tally) violation(format string, a ...any) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if len(tl.bad) < 20 {
+		tl.bad = append(tl.bad, fmt.Sprintf(format, a...))
+	}
+}
+
+// counts returns the IDs and successful replies so far.
+func (tl *tally) counts() (ids, ok int) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return len(tl.ids), tl.ok
+}
+
+// errors returns how many requests failed with code.
+func (tl *tally) errCount(code string) int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.errs[code]
+}
+
+// sample returns an error message seen with code.
+func (tl *tally) sample(code string) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.samples[code]
+}
+
+// last returns the last error message seen with code.
+func (tl *tally) last(code string) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.latest[code]
+}
+
+// snapshotIDs returns a copy of the IDs so far.
+func (tl *tally) snapshotIDs() []int64 {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.ids)
+}
+
+// waitOK waits until n more replies with IDs have come back.
+func (tl *tally) waitOK(t testing.TB, n int, timeout time.Duration, what string) {
+	t.Helper()
+	_, base := tl.counts()
+	eventually(t, timeout, fmt.Sprintf("%d more IDs replies on %s (%s)", n, tl.name, what), func() bool {
+		_, ok := tl.counts()
+		return ok >= base+n
+	})
+}
+
+// waitIDs waits until the tally holds at least n IDs.
+func (tl *tally) waitIDs(t testing.TB, n int, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("%d IDs on %s", n, tl.name), func() bool {
+		ids, _ := tl.counts()
+		return ids >= n
+	})
+}
+
+// check fails the test for duplicate or non-positive IDs and contract
+// violations, then reports the summary line. More tallies may be merged in
+// when their IDs share one space (the same subject on other vendors).
+func (tl *tally) check(t testing.TB, more ...*tally) {
+	t.Helper()
+	all := []*tally{tl}
+	all = append(all, more...)
+	var ids []int64
+	errs := map[string]int{}
+	ok := 0
+	var bad []string
+	for _, x := range all {
+		x.mu.Lock()
+		ids = append(ids, x.ids...)
+		for k, n := range x.errs {
+			errs[k] += n
+		}
+		ok += x.ok
+		bad = append(bad, x.bad...)
+		for code, msg := range x.samples {
+			if code != "timeout" {
+				t.Logf("%s: sample %s: %s", x.name, code, msg)
+			}
+		}
+		x.mu.Unlock()
+	}
+	dups, nonpos := duplicates(ids)
+	for _, b := range bad {
+		t.Errorf("%s: %s", tl.name, b)
+	}
+	if len(dups) > 0 {
+		t.Errorf("%s: %d duplicate IDs, e.g. %s", tl.name, len(dups), describe(dups[:min(5, len(dups))]))
+	}
+	if nonpos > 0 {
+		t.Errorf("%s: %d IDs <= 0", tl.name, nonpos)
+	}
+	if ok == 0 {
+		t.Errorf("%s: no request got IDs", tl.name)
+	}
+	report(t, "%s: ids=%d duplicates=%d nonpositive=%d replies=%d errors=%s violations=%d elapsed=%v",
+		tl.name, len(ids), len(dups), nonpos, ok, formatErrs(errs), len(bad), time.Since(tl.start).Round(100*time.Millisecond))
+}
+
+// duplicates returns the IDs seen more than once and the count of IDs <= 0.
+func duplicates(ids []int64) (dups []int64, nonpos int) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	for i, id := range ids {
+		if id <= 0 {
+			nonpos++
+		}
+		if i > 0 && id == ids[i-1] && (len(dups) == 0 || dups[len(dups)-1] != id) {
+			dups = append(dups, id)
+		}
+	}
+	return dups, nonpos
+}
+
+// describe shows IDs with their snowflake parts, to tell which worker and
+// millisecond repeated.
+func describe(ids []int64) string {
+	var parts []string
+	for _, id := range ids {
+		p, _ := snowflake.Decode(id, snowflake.DefaultEpoch)
+		parts = append(parts, fmt.Sprintf("%d (as snowflake: %s worker %d seq %d)", id, p.Time().Format("15:04:05.000"), p.WorkerID, p.Sequence))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func formatErrs(errs map[string]int) string {
+	if len(errs) == 0 {
+		return "{}"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, errs[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// loadSpec describes a load: clients each sending requests for batch IDs
+// to subject, one at a time, until stopped (or until limit IDs, if set).
+type loadSpec struct {
+	subject string
+	batch   int
+	clients int
+	timeout time.Duration // per request
+	pace    time.Duration // pause after a failed request, to spare the CPU
+}
+
+// driver runs a load; stop ends it and waits for its clients.
+type driver struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// startLoad starts spec's clients, recording into tl, on nc.
+func startLoad(t testing.TB, nc *nats.Conn, tl *tally, spec loadSpec) *driver {
+	t.Helper()
+	if spec.pace == 0 {
+		spec.pace = 5 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &driver{cancel: cancel}
+	for range spec.clients {
+		d.wg.Go(func() {
+			for ctx.Err() == nil {
+				if _, code := tl.request(nc, spec.subject, spec.batch, spec.timeout); code != "" {
+					select {
+					case <-ctx.Done():
+					case <-time.After(spec.pace):
+					}
+				}
+			}
+		})
+	}
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *driver) stop() {
+	d.once.Do(func() {
+		d.cancel()
+		d.wg.Wait()
+	})
+}
+
+// startMixedLoad starts snowflake and segment (tag e2e) loads at once, each
+// with its own tally named after scenario, and returns a stop for both.
+func startMixedLoad(t testing.TB, nc *nats.Conn, scenario string, spec loadSpec) (sf, seg *tally, stop func()) {
+	t.Helper()
+	sf, seg = newTally(scenario+" snowflake"), newTally(scenario+" segment")
+	spec.subject = "leaf.snowflake"
+	d1 := startLoad(t, nc, sf, spec)
+	spec.subject = "leaf.segment.e2e"
+	d2 := startLoad(t, nc, seg, spec)
+	return sf, seg, func() { d1.stop(); d2.stop() }
+}

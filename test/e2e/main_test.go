@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// vendorBin is the vendor binary TestMain builds for the whole run: the one
+// piece of state the tests share, written before any test starts.
+var vendorBin string
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "leaf-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	vendorBin = filepath.Join(dir, "vendor")
+	args := []string{"build", "-o", vendorBin}
+	if os.Getenv("LEAF_E2E_VENDOR_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/leaf-nats/leaf/cmd/vendor")
+	if out, err := exec.Command(goTool(), args...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go %v: %v\n%s", args, err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// goTool finds the go command that runs this test.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// soak reports whether LEAF_E2E_SOAK asks for the long run.
+func soak() bool { return os.Getenv("LEAF_E2E_SOAK") == "1" }
+
+// scaled returns n, or ten times n in a soak run.
+func scaled[T int | time.Duration](n T) T {
+	if soak() {
+		return 10 * n
+	}
+	return n
+}
+
+// report prints a scenario's summary line to the test log and standard
+// output, and appends it to LEAF_E2E_SUMMARY when that names a file.
+func report(t testing.TB, format string, a ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, a...)
+	t.Log(line)
+	fmt.Println("e2e summary:", line)
+	if path := os.Getenv("LEAF_E2E_SUMMARY"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Errorf("LEAF_E2E_SUMMARY: %v", err)
+			return
+		}
+		defer f.Close()
+		fmt.Fprintln(f, line)
+	}
+}
+
+// eventually waits until cond holds, failing the test after timeout. It is
+// how these tests synchronise: on a condition with a deadline, never a bare
+// sleep.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !within(timeout, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// within reports whether cond holds before timeout.
+func within(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
