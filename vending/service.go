@@ -84,12 +84,17 @@ func (noObserver) Observe(string, string, int, int, time.Duration) {}
 
 // Service answers ID requests as the micro service "leaf".
 type Service struct {
-	cfg  Config
-	svc  micro.Service
-	log  *slog.Logger
-	obs  Observer
-	wg   sync.WaitGroup // slow segment requests
-	stop chan struct{}
+	cfg Config
+	svc micro.Service
+	log *slog.Logger
+	obs Observer
+	wg  sync.WaitGroup // goroutines of slow segment requests
+	// ctx bounds slow segment requests; Stop cancels it once they are done.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // orders wg.Add against Stop's wg.Wait
+	stopping bool
 
 	internal errorLog
 }
@@ -128,7 +133,8 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	case c.Snowflake == nil && c.Segments == nil:
 		return nil, errors.New("vending: nothing to serve: neither snowflake nor segments configured")
 	}
-	s := &Service{cfg: c, log: c.Logger, obs: c.Observer, stop: make(chan struct{})}
+	s := &Service{cfg: c, log: c.Logger, obs: c.Observer}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	mc := micro.Config{
 		Name:        ServiceName,
 		Version:     c.Version,
@@ -196,7 +202,10 @@ func (s *Service) addEndpoints() error {
 // Stop drains the endpoints (requests already received are answered) and
 // waits for slow segment requests to finish.
 func (s *Service) Stop() error {
-	close(s.stop)
+	defer s.cancel()
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 	err := s.svc.Stop()
 	s.wg.Wait()
 	return err
@@ -271,22 +280,31 @@ func (h *segmentHandler) Handle(req micro.Request) {
 	case ok:
 		h.reply(h.s, req, ModeSegment, tag, ids, start)
 	default:
-		h.s.wg.Add(1)
-		go h.s.slowSegment(req, h.src, tag, n, start)
+		h.s.slowSegment(req, h.src, tag, n, start)
 	}
 }
 
+// slowSegment serves a request that waits for the store in a goroutine of
+// its own. Once Stop has begun it serves it inline instead: the connection's
+// drain waits for handlers, not for goroutines they started.
 func (s *Service) slowSegment(req micro.Request, src Segments, tag string, n int, start time.Time) {
-	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SegmentWait)
-	defer cancel()
-	go func() { // tie ctx to shutdown; ends with cancel
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		s.takeSlow(req, src, tag, n, start)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.takeSlow(req, src, tag, n, start)
 	}()
+}
+
+func (s *Service) takeSlow(req micro.Request, src Segments, tag string, n int, start time.Time) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.SegmentWait)
+	defer cancel()
 	var b scratch
 	ids, err := src.Take(ctx, tag, nil, n)
 	if err != nil {
