@@ -214,3 +214,61 @@ func TestStartValidates(t *testing.T) {
 		}
 	}
 }
+
+// slowSegments makes every request wait for the store until released.
+type slowSegments struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+var _ vending.Segments = (*slowSegments)(nil)
+
+func (s *slowSegments) TryTake(string, []int64, int) ([]int64, bool, error) { return nil, false, nil }
+
+func (s *slowSegments) Take(ctx context.Context, _ string, dst []int64, n int) ([]int64, error) {
+	s.entered <- struct{}{}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return dst, ctx.Err()
+	}
+	for i := range n {
+		dst = append(dst, int64(100+i))
+	}
+	return dst, nil
+}
+
+// A request waiting for the store when Stop begins still gets its IDs.
+func TestStopAnswersRequestsInFlight(t *testing.T) {
+	s := natstest.Server(t)
+	src := &slowSegments{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Segments: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Conn(t, s)
+	reply := make(chan *nats.Msg, 1)
+	go func() {
+		msg, err := nc.Request("leaf.segment.order", []byte("2"), 5*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		reply <- msg
+	}()
+	<-src.entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- svc.Stop() }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a request was in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(src.release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	msg := <-reply
+	if msg == nil || string(msg.Data) != "100\n101" {
+		t.Fatalf("in-flight request answered %v, want IDs 100 and 101", msg)
+	}
+}
