@@ -96,26 +96,42 @@ func (b *buffer) reserve(n int64, all bool) (r spans, got int64) {
 }
 
 // nextStep is the step of the next load at now: 0 (the row's step) first,
-// then Leaf's rule on how long the last segment lasted.
+// then Leaf's rule on how long the last segment lasted, raised so that a
+// segment outlasts the store's latency.
 func (b *buffer) nextStep(now time.Time, maxStep int64) int64 {
 	if b.step == 0 {
 		return 0
 	}
-	return dynamicStep(b.step, b.minStep, maxStep, now.Sub(b.lastLoad))
+	return dynamicStep(b.step, b.minStep, maxStep, now.Sub(b.lastLoad), b.lastTook)
 }
+
+// loadsCovered is how many loads, at the last load's duration, a segment
+// should outlast at the rate the last one was used: the next segment is
+// requested at 10% used, so the remaining 90% must cover the load in flight
+// with room for a slower one.
+const loadsCovered = 4
 
 // dynamicStep doubles a step whose segment lasted under 15 minutes (up to
 // maxStep), keeps it under 30 and halves it beyond, never below minStep,
 // the row's step: busy tags go to the store less often, idle ones waste
-// fewer IDs when a process stops.
-func dynamicStep(step, minStep, maxStep int64, lasted time.Duration) int64 {
+// fewer IDs when a process stops. Leaf's rule alone takes several
+// doublings, each a stall, to catch up with a busy tag on a slow store, so
+// the step is also raised at once to what loadsCovered loads consume at the
+// last segment's rate (took is the last load's duration).
+func dynamicStep(step, minStep, maxStep int64, lasted, took time.Duration) int64 {
+	next := step
 	switch {
 	case lasted < 15*time.Minute:
-		step = min(step*2, maxStep)
+		next = min(step*2, maxStep)
 	case lasted >= 30*time.Minute:
-		step /= 2
+		next = step / 2
 	}
-	return max(step, minStep)
+	if lasted = max(lasted, time.Millisecond); took > 0 {
+		// IDs a segment of step used per lasted, over loadsCovered loads.
+		need := float64(step) * loadsCovered * float64(took) / float64(lasted)
+		next = max(next, int64(min(need, float64(maxStep))))
+	}
+	return max(next, minStep)
 }
 
 func (b *buffer) status() TagStatus {

@@ -70,7 +70,15 @@ var (
 // Open returns a store for the database at dsn (a postgres:// URL or
 // key=value string). It fails only on a malformed dsn; see the package doc.
 func Open(dsn string) (*Store, error) {
-	conn, err := pq.NewConnector(dsn)
+	cfg, err := pq.NewConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: Postgres URL: %w", err)
+	}
+	// One round trip per parameterised query instead of two (lib/pq
+	// otherwise prepares first): an allocation is then four round trips,
+	// which is what a segment load costs on a distant database.
+	cfg.BinaryParameters = true
+	conn, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: Postgres URL: %w", err)
 	}
