@@ -66,6 +66,10 @@ const (
 	DefaultBackoffMax    = time.Second
 )
 
+// maxPrefetchBatches bounds a prefetch buffer, in max batches: each refill
+// sends that many requests at once.
+const maxPrefetchBatches = 16
+
 // binaryFrom is the smallest count asked for in the binary encoding: from
 // there on its fixed 8 bytes an ID beat the text's up to 20, and decoding
 // it is a load per ID instead of a parse.
@@ -121,7 +125,8 @@ func WithMaxBatch(n int) ClientOption {
 // WithPrefetch makes Next serve IDs from a local buffer: when it holds
 // lowWater IDs or fewer, one background request asks for size more, so
 // Next does not touch the network while the service keeps up. size is at
-// most the max batch; lowWater is below size.
+// most 16 max batches (a larger buffer is refilled by requests of the max
+// batch sent at once); lowWater is below size.
 //
 // Prefetched IDs are taken before they are used: IDs in the buffer when the
 // process exits are never vended again, and snowflake IDs are as old as
@@ -142,8 +147,8 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("vending: backoff %v..%v must be positive and ascending", c.backoffMin, c.backoffMax)
 	case c.maxBatch < 1:
 		return fmt.Errorf("vending: max batch %d must be at least 1", c.maxBatch)
-	case c.prefetch < 0 || c.prefetch > c.maxBatch:
-		return fmt.Errorf("vending: prefetch size %d must be from 1 to the max batch %d", c.prefetch, c.maxBatch)
+	case c.prefetch < 0 || c.prefetch > maxPrefetchBatches*c.maxBatch:
+		return fmt.Errorf("vending: prefetch size %d must be from 1 to %d max batches (%d)", c.prefetch, maxPrefetchBatches, maxPrefetchBatches*c.maxBatch)
 	case c.prefetch > 0 && (c.lowWater < 0 || c.lowWater >= c.prefetch):
 		return fmt.Errorf("vending: prefetch low-water mark %d must be from 0 to below the size %d", c.lowWater, c.prefetch)
 	}
@@ -544,7 +549,7 @@ func (p *prefetcher) run() {
 		if buf == nil {
 			buf = make([]int64, 0, p.size)
 		}
-		ids, err := p.src.request(p.src.ctx, buf, p.size)
+		ids, err := p.refill(buf)
 		p.mu.Lock()
 		if err != nil {
 			p.err = fmt.Errorf("vending: prefetch from %s: %w", p.src.subject, err)
@@ -557,6 +562,36 @@ func (p *prefetcher) run() {
 		p.filled = make(chan struct{})
 		p.mu.Unlock()
 	}
+}
+
+// refill fills buf with size IDs: one request, or for a buffer larger than
+// the max batch, requests of the max batch in parallel, so the refill takes
+// one round trip whatever the size. Each request decodes into its own part
+// of buf, so the parts join without copying.
+func (p *prefetcher) refill(buf []int64) ([]int64, error) {
+	batch := p.src.c.cfg.maxBatch
+	if p.size <= batch {
+		return p.src.request(p.src.ctx, buf, p.size)
+	}
+	buf = buf[:p.size]
+	errs := make([]error, (p.size+batch-1)/batch)
+	var wg sync.WaitGroup
+	for i := range errs {
+		lo := i * batch
+		hi := min(lo+batch, p.size)
+		wg.Go(func() {
+			part, err := p.src.request(p.src.ctx, buf[lo:lo:hi], hi-lo)
+			if err == nil && (len(part) != hi-lo || &part[0] != &buf[lo]) {
+				err = fmt.Errorf("%w: refill part of %d IDs", ErrBadReply, len(part))
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return buf[:0], err
+	}
+	return buf, nil
 }
 
 func (p *prefetcher) close() {

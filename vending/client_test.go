@@ -206,7 +206,7 @@ func TestNewClientValidates(t *testing.T) {
 		"negative retries":  vending.WithRetries(-1),
 		"backoff backwards": vending.WithBackoff(time.Second, time.Millisecond),
 		"zero max batch":    vending.WithMaxBatch(0),
-		"prefetch too big":  vending.WithPrefetch(vending.DefaultMaxBatch+1, 10),
+		"prefetch too big":  vending.WithPrefetch(16*vending.DefaultMaxBatch+1, 10),
 		"low water at size": vending.WithPrefetch(100, 100),
 		"negative low":      vending.WithPrefetch(100, -1),
 	} {
@@ -295,63 +295,72 @@ func TestClientRetriesNoReply(t *testing.T) {
 }
 
 func TestPrefetchConcurrentUnique(t *testing.T) {
-	s := natstest.Server(t)
-	startSegmentVendor(t, s, "order")
-	nc := natstest.Conn(t, s)
-	var binary, text atomic.Int64
-	spy, err := nc.Subscribe("leaf.segment.order", func(m *nats.Msg) {
-		if m.Header.Get(vending.EncodingHeader) == vending.EncodingBinary && string(m.Data) == "500" {
-			binary.Add(1)
-		} else {
-			text.Add(1)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spy.Unsubscribe()
-	c := newClient(t, nc, vending.WithPrefetch(500, 100))
-	order, _ := c.Segment("order")
-
-	const goroutines, each = 32, 2000
-	got := make([][]int64, goroutines)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			for range each {
-				id, err := order.Next(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
+	for _, tc := range []struct {
+		name                   string
+		size, lowWater, perReq int
+		opts                   []vending.ClientOption
+	}{
+		{"one request per refill", 500, 100, 500, nil},
+		{"parallel requests past the max batch", 1000, 300, 100, []vending.ClientOption{vending.WithMaxBatch(100)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := natstest.Server(t)
+			startSegmentVendor(t, s, "order")
+			nc := natstest.Conn(t, s)
+			var binary, other atomic.Int64
+			spy, err := nc.Subscribe("leaf.segment.order", func(m *nats.Msg) {
+				if m.Header.Get(vending.EncodingHeader) == vending.EncodingBinary && string(m.Data) == strconv.Itoa(tc.perReq) {
+					binary.Add(1)
+				} else {
+					other.Add(1)
 				}
-				got[g] = append(got[g], id)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer spy.Unsubscribe()
+			c := newClient(t, nc, append(tc.opts, vending.WithPrefetch(tc.size, tc.lowWater))...)
+			order, _ := c.Segment("order")
+
+			const goroutines, each = 32, 2000
+			got := make([][]int64, goroutines)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for range each {
+						id, err := order.Next(t.Context())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						got[g] = append(got[g], id)
+					}
+				})
+			}
+			wg.Wait()
+			seen := make(map[int64]bool, goroutines*each)
+			for _, ids := range got {
+				for _, id := range ids {
+					if id <= 0 || seen[id] {
+						t.Fatalf("ID %d repeated or not positive", id)
+					}
+					seen[id] = true
+				}
+			}
+			if len(seen) != goroutines*each {
+				t.Fatalf("%d IDs, want %d", len(seen), goroutines*each)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			nc.Flush()
+			if binary.Load() < int64(goroutines*each/tc.perReq) || other.Load() != 0 {
+				t.Fatalf("refill requests: %d binary of %d, %d other; want all binary of %d", binary.Load(), tc.perReq, other.Load(), tc.perReq)
+			}
+			if _, err := order.Next(t.Context()); !errors.Is(err, vending.ErrClientClosed) {
+				t.Fatalf("Next after Close: %v", err)
 			}
 		})
-	}
-	wg.Wait()
-	seen := make(map[int64]bool, goroutines*each)
-	for _, ids := range got {
-		for _, id := range ids {
-			if id <= 0 || seen[id] {
-				t.Fatalf("ID %d repeated or not positive", id)
-			}
-			seen[id] = true
-		}
-	}
-	if len(seen) != goroutines*each {
-		t.Fatalf("%d IDs, want %d", len(seen), goroutines*each)
-	}
-	// The counter hands out 1.. in order: prefetch may hold back at most
-	// one refill plus the buffer.
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	nc.Flush()
-	if binary.Load() < goroutines*each/500 || text.Load() != 0 {
-		t.Fatalf("refills: %d binary of 500, %d other; want all binary", binary.Load(), text.Load())
-	}
-	if _, err := order.Next(t.Context()); !errors.Is(err, vending.ErrClientClosed) {
-		t.Fatalf("Next after Close: %v", err)
 	}
 }
 
