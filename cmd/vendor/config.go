@@ -34,7 +34,8 @@ type Config struct {
 	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"client certificate file (with LEAF_NATS_TLS_KEY)"`
 	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"client private key file"`
 
-	PostgresURL string `envconfig:"POSTGRES_URL" desc:"Postgres DSN for segments; empty keeps segments in JetStream KV"`
+	PostgresURL    string `envconfig:"POSTGRES_URL" desc:"Postgres DSN for segments; empty keeps segments in JetStream KV"`
+	SegmentMaxStep int64  `envconfig:"SEGMENT_MAX_STEP" default:"1000000" desc:"cap of the dynamic segment step (Leaf's 1,000,000)"`
 
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`
 	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
@@ -82,6 +83,9 @@ func (c Config) validate() error {
 	}
 	if c.WorkerLeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL))
+	}
+	if c.SegmentMaxStep < 1 {
+		errs = append(errs, fmt.Errorf("LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep))
 	}
 	if c.KVReplicas < 1 || c.KVReplicas > 5 {
 		errs = append(errs, fmt.Errorf("LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas))

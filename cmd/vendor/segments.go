@@ -47,7 +47,7 @@ func openSegments(ctx context.Context, cfg Config, js jetstream.JetStream, log *
 	if err != nil {
 		return nil, err
 	}
-	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log})
+	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep})
 	if err != nil {
 		closeStore()
 		return nil, err
