@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# Benchmarks leaf-nats on this machine in one run, each measurement side by
+# side with a baseline measured in the same run, and prints a markdown table
+# (bench/README.md explains it and holds the latest one).
+#
+#   bench/run.sh                    # ~5 minutes
+#   BENCH_SECONDS=3 BENCH_ROUNDS=1 bench/run.sh   # a quick look
+#
+# It starts everything itself on 127.0.0.1 (a nats-server with JetStream, a
+# throwaway Postgres, vendors, the bare responder, the delay proxy) and stops
+# it all on exit, also on failure or Ctrl-C. Not part of the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+D="${BENCH_SECONDS:-5}"    # seconds per measured run
+ROUNDS="${BENCH_ROUNDS:-3}" # alternations of each measurement and its baseline
+C="${BENCH_C:-32}"          # loadgen concurrency for single-ID requests
+BATCH_C="${BENCH_BATCH_C:-4}"
+SEG_C="${BENCH_SEG_C:-8}"
+DELAY="${BENCH_DELAY:-50ms}"
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+WORK="$(mktemp -d /tmp/leaf-bench.XXXXXX)"
+chmod 755 "$WORK"
+BIN="$WORK/bin"
+PIDS=()
+PG_DATA=""
+PG_USER=""
+run_pg() {
+	if [ -n "$PG_USER" ]; then runuser -u "$PG_USER" -- "$@"; else "$@"; fi
+}
+cleanup() {
+	local rc=$? pid
+	for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+	if [ -n "$PG_DATA" ] && [ -f "$PG_DATA/postmaster.pid" ]; then
+		run_pg "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1 || true
+	fi
+	if [ "$rc" != 0 ]; then
+		log "failed (exit $rc); logs:"
+		tail -n 5 "$WORK"/*.log >&2 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+# start NAME CMD...: runs CMD in the background with its output in
+# $WORK/NAME.log; the pid is in $LAST and stopped on exit.
+start() {
+	local name=$1
+	shift
+	"$@" >"$WORK/$name.log" 2>&1 &
+	LAST=$!
+	PIDS+=("$LAST")
+}
+
+# stop PID...: SIGTERM and wait (the vendor drains and frees its worker ID).
+stop() {
+	local pid
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+
+free_port() { echo $((20000 + RANDOM % 20000)); }
+
+# wait_for WHAT CMD...: retries CMD for up to 30 s.
+wait_for() {
+	local what=$1 i
+	shift
+	for i in $(seq 300); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	log "$what not ready after 30s"
+	return 1
+}
+
+# jget KEY FILE: a number from a JSON report (one key per line).
+jget() { sed -n "s/^ *\"$1\": *\([-0-9.e+]*\).*/\1/p" "$2" | head -n 1; }
+# median of the arguments.
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+fmt0() { awk -v x="$1" 'BEGIN {s = sprintf("%.0f", x); while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s); print s}'; }
+fmt2() { awk -v x="$1" 'BEGIN {printf "%.2f", x}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", (b > 0) ? a / b : 0}'; }
+ok() { awk -v a="$1" -v b="$2" 'BEGIN {print (a >= b) ? "yes" : "**no**"}'; }
+
+# ---- build -------------------------------------------------------------
+log "building"
+go build -o "$BIN/" ./cmd/vendor ./cmd/loadgen ./bench/cmd/...
+
+# ---- Postgres (as scripts/test.sh) -------------------------------------
+pg_bindir() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		[ -x "$d/initdb" ] && { echo "$d"; return; }
+	done
+	command -v initdb >/dev/null && dirname "$(command -v initdb)"
+	return 0
+}
+PG_BINDIR="${LEAF_TEST_PG_BINDIR:-$(pg_bindir)}"
+[ -n "$PG_BINDIR" ] || { log "PostgreSQL not found (scripts/test.sh installs it)"; exit 1; }
+if [ "$(id -u)" = 0 ]; then
+	PG_USER=postgres
+	id -u "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"
+fi
+PG_DATA="$WORK/pg"
+mkdir -p "$PG_DATA" "$WORK/sock"
+[ -n "$PG_USER" ] && chown "$PG_USER" "$PG_DATA" "$WORK/sock"
+run_pg "$PG_BINDIR/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 >"$WORK/initdb.log" 2>&1
+PG_PORT=$(free_port)
+run_pg "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -w -t 30 -l "$PG_DATA/server.log" \
+	-o "-p $PG_PORT -k $WORK/sock -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null
+PG="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+
+# ---- NATS ----------------------------------------------------------------
+NATS_PORT=$(free_port)
+NATS="nats://127.0.0.1:$NATS_PORT"
+start natsd "$BIN/natsd" -listen "127.0.0.1:$NATS_PORT" -store "$WORK/js"
+wait_for "nats-server" bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT"
+log "nats-server on $NATS_PORT, PostgreSQL on $PG_PORT; $D s runs, $ROUNDS rounds"
+
+# vendors N [PG_URL]: starts N vendors (one queue group) and waits until
+# each is ready; their pids are in $VENDORS.
+VN=0
+vendors() {
+	local n=$1 pg=${2:-$PG} i port ports=()
+	VENDORS=()
+	for i in $(seq "$n"); do
+		VN=$((VN + 1))
+		port=$(free_port)
+		start "vendor$VN" env LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$pg" \
+			LEAF_NATS_STORE_DIR="$WORK/v$VN" LEAF_HTTP_ADDR="127.0.0.1:$port" LEAF_LOG_LEVEL=warn "$BIN/vendor"
+		VENDORS+=("$LAST")
+		ports+=("$port")
+		VPORT=$port
+	done
+	for port in "${ports[@]}"; do
+		wait_for "vendor" curl -fsS "http://127.0.0.1:$port/readyz"
+	done
+	wait_for "vendors" "$BIN/loadgen" -url "$NATS" -n "$((n * 20))" -c "$n" -retries 5 -timeout 500ms
+}
+
+bare() {
+	start bare "$BIN/bare" -url "$NATS"
+	BARE=$LAST
+	wait_for "bare responder" grep -q ready "$WORK/bare.log"
+}
+
+loadgen() { "$BIN/loadgen" -url "$NATS" -json "$@"; }
+
+ROWS=()
+row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
+
+# ---- (e) generators in process -------------------------------------------
+log "(e) generator benchmarks"
+go test -run '^$' -bench Compare -benchtime 1s -count 1 ./snowflake/ >"$WORK/e.txt"
+ebench() { awk -v n="Benchmark$1-" 'index($1, n) == 1 {for (i = 2; i <= NF; i++) if ($(i+1) == "ns/op") ns = $i; else if ($(i+1) == "ids/s") r = $i; else if ($(i+1) == "allocs/op") a = $i} END {print ns, r, a}' "$WORK/e.txt"; }
+
+# ---- (a) single-ID requests: vendor vs bare ------------------------------
+VR=() VP=() BR=() BP=()
+for r in $(seq "$ROUNDS"); do
+	log "(a) round $r: vendor"
+	vendors 1
+	loadgen -mode snowflake -c "$C" -d "${D}s" >"$WORK/a-v$r.json" 2>/dev/null
+	stop "${VENDORS[@]}"
+	VR+=("$(jget req_per_sec "$WORK/a-v$r.json")") VP+=("$(jget p999_us "$WORK/a-v$r.json")")
+	log "(a) round $r: bare"
+	bare
+	loadgen -mode snowflake -c "$C" -d "${D}s" >"$WORK/a-b$r.json" 2>/dev/null
+	stop "$BARE"
+	BR+=("$(jget req_per_sec "$WORK/a-b$r.json")") BP+=("$(jget p999_us "$WORK/a-b$r.json")")
+done
+A_V=$(median "${VR[@]}") A_B=$(median "${BR[@]}")
+A_VP=$(median "${VP[@]}") A_BP=$(median "${BP[@]}")
+A_RATIO=$(ratio "$A_V" "$A_B")
+row "(a) single-ID req/s, c=$C (median of $ROUNDS)" "$(fmt0 "$A_V") (rounds: $(for x in "${VR[@]}"; do printf '%s ' "$(fmt0 "$x")"; done))" \
+	"bare responder $(fmt0 "$A_B") (rounds: $(for x in "${BR[@]}"; do printf '%s ' "$(fmt0 "$x")"; done))" "$A_RATIO" ">= 0.9" "$(ok "$A_RATIO" 0.9)"
+row "(a) single-ID p99.9 µs" "$(fmt0 "$A_VP")" "bare $(fmt0 "$A_BP")" "$(ratio "$A_VP" "$A_BP")" "-" "-"
+
+# ---- (b), (c) batch snowflake, 1, 2 and 4 vendors -------------------------
+declare -A CV
+for r in $(seq "$ROUNDS"); do
+	for n in 1 2 4; do
+		log "(c) round $r: $n vendor(s), batch 10000"
+		vendors "$n"
+		loadgen -mode snowflake -batch 10000 -c "$BATCH_C" -d "${D}s" >"$WORK/c-$n-$r.json" 2>/dev/null
+		stop "${VENDORS[@]}"
+		CV[$n]="${CV[$n]:-} $(jget ids_per_sec "$WORK/c-$n-$r.json")"
+	done
+done
+# shellcheck disable=SC2086
+C1=$(median ${CV[1]}) C2=$(median ${CV[2]}) C4=$(median ${CV[4]})
+B_RATIO=$(ratio "$C1" 4096000)
+row "(b) batch snowflake IDs/s, 1 vendor, -batch 10000 -c $BATCH_C" "$(fmt0 "$C1")" "one worker ID's limit 4,096,000" "$B_RATIO" ">= 0.9" "$(ok "$B_RATIO" 0.9)"
+row "(c) batch snowflake IDs/s, 2 vendors" "$(fmt0 "$C2")" "1 vendor $(fmt0 "$C1")" "$(ratio "$C2" "$C1")" "-" "-"
+row "(c) batch snowflake IDs/s, 4 vendors" "$(fmt0 "$C4")" "1 vendor $(fmt0 "$C1")" "$(ratio "$C4" "$C1")" "-" "-"
+
+# ---- (d) segment IDs through the prefetch client vs nextval() ------------
+log "(d) segment: prefetch client vs nextval()"
+LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add bench -step 100000 >/dev/null
+vendors 1
+DP=() DN=()
+for r in $(seq "$ROUNDS"); do
+	"$BIN/idrate" -mode prefetch -url "$NATS" -tag bench -c "$SEG_C" -d "${D}s" >"$WORK/d-p$r.json"
+	"$BIN/idrate" -mode nextval -pg "$PG" -c "$SEG_C" -d "${D}s" >"$WORK/d-n$r.json"
+	DP+=("$(jget ids_per_sec "$WORK/d-p$r.json")") DN+=("$(jget ids_per_sec "$WORK/d-n$r.json")")
+done
+loadgen -mode segment -tag bench -prefetch 10000 -c "$SEG_C" -d "${D}s" >"$WORK/d-l.json" 2>/dev/null
+stop "${VENDORS[@]}"
+D_P=$(median "${DP[@]}") D_N=$(median "${DN[@]}")
+D_RATIO=$(ratio "$D_P" "$D_N")
+row "(d) segment IDs/s, prefetch client in one process, c=$SEG_C (median of $ROUNDS)" "$(fmt0 "$D_P") (rounds: $(for x in "${DP[@]}"; do printf '%s ' "$(fmt0 "$x")"; done))" "20,000,000" "$(ratio "$D_P" 20000000)" ">= 1" "$(ok "$D_P" 20000000)"
+row "(d) same vs Postgres nextval(), c=$SEG_C connections" "$(fmt0 "$D_P")" "nextval() $(fmt0 "$D_N")" "$(fmt0 "$D_RATIO")x" ">= 100x" "$(ok "$D_RATIO" 100)"
+row "(d) same through loadgen -prefetch 10000 (times every call)" "$(fmt0 "$(jget ids_per_sec "$WORK/d-l.json")")" "-" "-" "-" "-"
+
+# ---- (e) rows ---------------------------------------------------------------
+for b in LeafNext LeafNextN1000 Bwmarrin Sonyflake Sonyflake1ms; do
+	read -r ns ids allocs <<<"$(ebench "Compare$b")"
+	row "(e) in-process generator: $b" "$ns ns/op, $(fmt0 "$ids") IDs/s, $allocs allocs/op" "leaf Next $(fmt0 "$(ebench CompareLeafNext | cut -d' ' -f2)") IDs/s" \
+		"$(ratio "$ids" "$(ebench CompareLeafNext | cut -d' ' -f2)")" "-" "-"
+done
+
+# ---- (f) latency at half of saturation while segments switch -------------
+RATE=$(awk -v x="$A_V" 'BEGIN {printf "%d", x / 2}')
+PROXY_PORT=$(free_port)
+start delayproxy "$BIN/delayproxy" -listen "127.0.0.1:$PROXY_PORT" -target "127.0.0.1:$PG_PORT" -delay "$DELAY"
+PROXY=$LAST
+SLOW_PG="postgres://postgres@127.0.0.1:$PROXY_PORT/postgres?sslmode=disable"
+wait_for "delay proxy" bash -c "exec 3<>/dev/tcp/127.0.0.1/$PROXY_PORT"
+FD=$((2 * D))
+F_MAX_STEP=20000
+lat_row() { # lat_row NAME FILE LOADS
+	row "(f) $1" "p50 $(fmt0 "$(jget p50_us "$2")") / p99 $(fmt0 "$(jget p99_us "$2")") / p99.9 $(fmt0 "$(jget p999_us "$2")") / p99.99 $(fmt0 "$(jget p9999_us "$2")") / max $(fmt0 "$(jget max_us "$2")") µs" \
+		"$3" "-" "p99.99 <= 2000 µs" "$(ok 2000 "$(jget p9999_us "$2")")"
+}
+seg_loads() { curl -fsS "http://127.0.0.1:$VPORT/metrics" | awk -v t="tag=\"$1\"" 'index($0, "leaf_segment_loads_total{") == 1 && index($0, t) {print $2}'; }
+seg_took() { curl -fsS "http://127.0.0.1:$VPORT/metrics" | awk -v t="tag=\"$1\"" 'index($0, "leaf_segment_last_load_seconds{") == 1 && index($0, t) {printf "%.0f", $2 * 1000}'; }
+seg_step() { curl -fsS "http://127.0.0.1:$VPORT/metrics" | awk -v t="tag=\"$1\"" 'index($0, "leaf_segment_step{") == 1 && index($0, t) {print $2}'; }
+for which in slow direct; do
+	pg=$PG tag=lat0
+	[ "$which" = slow ] && pg=$SLOW_PG tag=lat
+	log "(f) segment at $RATE req/s, store $which, step 1000, max step $F_MAX_STEP"
+	LEAF_POSTGRES_URL="$pg" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add "$tag" -step 1000 >/dev/null
+	# A max step of well under a second of IDs keeps segments switching
+	# all through the measured run.
+	LEAF_SEGMENT_MAX_STEP=$F_MAX_STEP vendors 1 "$pg"
+	# Warm up at the same rate: the first segments use the row's step and
+	# stall on the slow store until the dynamic step has seen the rate.
+	loadgen -mode segment -tag "$tag" -rate "$RATE" -c 64 -d "${D}s" >/dev/null 2>&1
+	before=$(seg_loads "$tag")
+	loadgen -mode segment -tag "$tag" -rate "$RATE" -c 64 -d "${FD}s" >"$WORK/f-$which.json" 2>/dev/null
+	loads=$(($(seg_loads "$tag" | cut -d. -f1) - ${before%.*}))
+	step=$(seg_step "$tag")
+	took=$(seg_took "$tag")
+	stop "${VENDORS[@]}"
+	if [ "$which" = slow ]; then
+		lat_row "segment, open loop $(fmt0 "$RATE") req/s, store +$DELAY per round trip" "$WORK/f-$which.json" "$loads segment loads during the run (step 1000, grew to $(fmt0 "$step"), capped by LEAF_SEGMENT_MAX_STEP), last load took $took ms"
+	else
+		lat_row "segment, same, store direct (no delay)" "$WORK/f-$which.json" "$loads loads, step to $(fmt0 "$step"), last load $took ms"
+	fi
+done
+stop "$PROXY"
+log "(f) bare responder at $RATE req/s"
+bare
+loadgen -mode snowflake -rate "$RATE" -c 64 -d "${FD}s" >"$WORK/f-bare.json" 2>/dev/null
+stop "$BARE"
+lat_row "baseline: bare responder, same rate" "$WORK/f-bare.json" "-"
+log "(f) vendor snowflake at $RATE req/s"
+vendors 1
+loadgen -mode snowflake -rate "$RATE" -c 64 -d "${FD}s" >"$WORK/f-sf.json" 2>/dev/null
+stop "${VENDORS[@]}"
+lat_row "snowflake vendor, same rate" "$WORK/f-sf.json" "-"
+
+# ---- table ----------------------------------------------------------------
+echo
+echo "Machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(go version | cut -d' ' -f3-), $(date -u +%Y-%m-%d)"
+echo "Runs: ${D}s each (${FD}s for (f)), $ROUNDS alternating rounds for (a)-(d), medians; everything on 127.0.0.1 on this machine."
+echo
+echo "| measurement | leaf-nats | baseline (same run) | ratio | target | met |"
+echo "| --- | --- | --- | --- | --- | --- |"
+printf '%s\n' "${ROWS[@]}"
