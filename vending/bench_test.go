@@ -1,0 +1,53 @@
+package vending_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// BenchmarkRequest is one single-ID request over a real server: the service
+// next to a bare responder answering a fixed 19-digit number, so the
+// difference in time and allocations is the service's own.
+func BenchmarkRequest(b *testing.B) {
+	s := natstest.Server(b)
+	for _, tc := range []struct {
+		name, subject string
+		start         func(nc *nats.Conn)
+	}{
+		{"bare", "bare.snowflake", func(nc *nats.Conn) {
+			reply := []byte("1862213154793730049")
+			if _, err := nc.QueueSubscribe("bare.snowflake", "bare", func(m *nats.Msg) { m.Respond(reply) }); err != nil {
+				b.Fatal(err)
+			}
+			nc.Flush()
+		}},
+		{"vendor", "leaf.snowflake", func(nc *nats.Conn) {
+			g, err := snowflake.New(snowflake.Settings{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			svc, err := vending.Start(nc, vending.Config{Snowflake: g})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { svc.Stop() })
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tc.start(natstest.Conn(b, s))
+			nc := natstest.Conn(b, s)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := nc.Request(tc.subject, nil, 5*time.Second); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
