@@ -24,6 +24,10 @@ const (
 	ClocksBucket = "leaf_worker_clocks"
 )
 
+// errClockRaced: a worker ID's timestamp changed under a holder's
+// compare-and-set.
+var errClockRaced = errors.New("its last timestamp was written by another writer")
+
 // DefaultMaxWait is the least time Claim waits for its clock to pass a
 // worker ID's last timestamp: a clock a few seconds behind (a new host, or
 // an old holder whose clock ran ahead) is waited out, a larger gap refused.
@@ -119,27 +123,52 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 	for k := range keys.Keys() {
 		taken[k] = true
 	}
-	// Start at a random ID so that concurrent claimants rarely collide.
+	// Start at a random ID so that concurrent claimants rarely collide. A
+	// first pass takes only IDs whose last timestamp the clock has passed;
+	// a second one waits (up to MaxWait) for one it has not. The wait comes
+	// before the claim: it needs no lease, and a long one would outlive it.
 	size := c.Last - c.First + 1
 	start := rand.IntN(size)
-	for i := range size {
-		id := c.First + (start+i)%size
-		if taken[leaseKey(id)] {
-			continue
-		}
-		rev, err := leases.Create(ctx, leaseKey(id), value)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
-		}
-		l.id, l.rev = id, rev
-		if err := l.start(ctx, c.MaxWait); err != nil {
+	var behind error
+	for _, wait := range []time.Duration{0, c.MaxWait} {
+		for i := range size {
+			id := c.First + (start+i)%size
+			if taken[leaseKey(id)] {
+				continue
+			}
+			last, _, err := readClock(ctx, clocks, id)
+			if err != nil {
+				return nil, err
+			}
+			if err := snowflake.WaitPast(ctx, c.Clock, last, wait); err != nil {
+				if !errors.Is(err, snowflake.ErrClockBehind) {
+					return nil, err
+				}
+				behind = fmt.Errorf("worker ID %d: %w", id, err)
+				continue
+			}
+			rev, err := leases.Create(ctx, leaseKey(id), value)
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				taken[leaseKey(id)] = true
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
+			}
+			l.id, l.rev = id, rev
+			err = l.start(ctx, min(c.MaxWait, ttl/2))
+			if err == nil {
+				return l, nil
+			}
 			l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
-			return nil, err
+			if !errors.Is(err, snowflake.ErrClockBehind) {
+				return nil, err
+			}
+			behind = err
 		}
-		return l, nil
+	}
+	if behind != nil {
+		return nil, fmt.Errorf("kv: no free worker ID in %d..%d whose last timestamp this clock has passed: %w", c.First, c.Last, behind)
 	}
 	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
 		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, ttl)
@@ -160,6 +189,15 @@ func workerBuckets(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (
 		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage,
 	}); err != nil {
 		return nil, 0, err
+	}
+	// A timestamp the server may drop would let the next holder repeat IDs.
+	stream, err := js.Stream(ctx, "KV_"+ClocksBucket)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
+	}
+	if sc := stream.CachedInfo().Config; sc.MaxAge > 0 || sc.MaxBytes > 0 || sc.MaxMsgs > 0 {
+		return nil, 0, fmt.Errorf("kv: bucket %s has a TTL or size limit (max age %v, bytes %d, messages %d), so worker IDs' last timestamps could be dropped and IDs repeated; recreate it without limits",
+			ClocksBucket, sc.MaxAge, sc.MaxBytes, sc.MaxMsgs)
 	}
 	st, err := leases.Status(ctx)
 	if err != nil {
@@ -187,13 +225,13 @@ func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 	return kv, nil
 }
 
-// start waits past the last recorded timestamp and makes the first
-// reservation. The clock key is written with compare-and-set: if a former
-// holder that lost the ID without noticing recorded a later timestamp after
-// we read it, the write fails and we wait past that one too.
+// start makes the first reservation. The clock key is written with
+// compare-and-set: if a former holder that lost the ID without noticing
+// recorded a later timestamp after Claim read it, the write fails and start
+// waits past that one too.
 func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
 	for {
-		last, rev, err := l.readClock(ctx)
+		last, rev, err := readClock(ctx, l.clocks, l.id)
 		if err != nil {
 			return err
 		}
@@ -202,7 +240,7 @@ func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
 		}
 		l.last, l.clockRev = last, rev
 		if _, err := l.Renew(ctx, last); err != nil {
-			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			if errors.Is(err, errClockRaced) {
 				continue
 			}
 			return err
@@ -211,17 +249,20 @@ func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
 	}
 }
 
-func (l *Lease) readClock(ctx context.Context) (int64, uint64, error) {
-	e, err := l.clocks.Get(ctx, leaseKey(l.id))
+// readClock returns worker ID id's last timestamp and its revision (0, 0
+// when none was ever recorded).
+func readClock(ctx context.Context, clocks jetstream.KeyValue, id int) (int64, uint64, error) {
+	e, err := clocks.Get(ctx, leaseKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("kv: read last timestamp of worker ID %d: %w", l.id, err)
+		return 0, 0, fmt.Errorf("kv: read last timestamp of worker ID %d: %w", id, err)
 	}
 	last, err := strconv.ParseInt(string(e.Value()), 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("kv: last timestamp of worker ID %d is corrupt (%q)", l.id, e.Value())
+		return 0, 0, fmt.Errorf("kv: last timestamp of worker ID %d is corrupt (%q); it must be at least the last Unix ms any holder used: fix it with nats kv put %s %s <ms>",
+			id, e.Value(), ClocksBucket, leaseKey(id))
 	}
 	return last, e.Revision(), nil
 }
@@ -264,6 +305,13 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	// made: record the later of the two, and never less than before.
 	rec := max(deadline.UnixMilli(), last, l.recorded)
 	crev, err := l.writeClock(ctx, rec)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		// Someone else wrote the timestamp, or our own last write landed
+		// though its ack was lost: either way this lease can no longer
+		// tell what is recorded. Give it up (the window stays shut) and
+		// let the holder claim anew.
+		return time.Time{}, fmt.Errorf("%w: worker ID %d: %w", snowflake.ErrLeaseLost, l.id, errClockRaced)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -290,12 +338,18 @@ func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
 
 // Release records last as the worker ID's last timestamp and deletes the
 // lease, so the ID is free at once.
+//
+// The lease is deleted even when the timestamp cannot be written: what is
+// recorded already covers every ID made (each window opens only after its
+// deadline is recorded), so the true last millisecond only shortens the next
+// holder's wait.
 func (l *Lease) Release(ctx context.Context, last int64) error {
+	var errs []error
 	if _, err := l.writeClock(ctx, last); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if err := l.leases.Delete(ctx, leaseKey(l.id), jetstream.LastRevision(l.rev)); err != nil {
-		return fmt.Errorf("kv: delete lease of worker ID %d: %w", l.id, err)
+		errs = append(errs, fmt.Errorf("kv: delete lease of worker ID %d: %w", l.id, err))
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -226,5 +227,86 @@ func TestRenewNeverRecordsLessThanUsed(t *testing.T) {
 	}
 	if got := string(e.Value()); got != strconv.FormatInt(used, 10) {
 		t.Fatalf("recorded %s, want %d (the last millisecond used)", got, used)
+	}
+}
+
+func TestClocksBucketWithLimitsIsRefused(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	if _, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: ClocksBucket, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "TTL or size limit") {
+		t.Fatalf("Claim with a TTL on %s: %v, want a refusal", ClocksBucket, err)
+	}
+}
+
+// A worker ID whose last timestamp is far ahead of this clock (its holder's
+// clock ran fast) is passed over for another free one.
+func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	l := claim(t, js, LeaseConfig{TTL: time.Minute, First: 11, Last: 12})
+	ahead := time.Now().Add(time.Hour).UnixMilli()
+	if _, err := l.Renew(context.Background(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		l2 := claim(t, js, LeaseConfig{TTL: time.Minute, First: 11, Last: 12})
+		if l2.ID() == l.ID() {
+			t.Fatalf("claimed worker ID %d, whose last timestamp is an hour ahead", l2.ID())
+		}
+		if err := l2.Release(context.Background(), l2.Last()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// With only that ID left, the claim is refused with the reason.
+	_, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute, First: l.ID(), Last: l.ID()})
+	if !errors.Is(err, snowflake.ErrClockBehind) {
+		t.Fatalf("claim of the ID an hour ahead: %v, want ErrClockBehind", err)
+	}
+}
+
+// Claim waits for a timestamp a little ahead without holding the lease, so
+// a wait longer than the TTL does not lose it.
+func TestClaimWaitLongerThanTTL(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	cfg := LeaseConfig{TTL: time.Second, First: 4, Last: 4, MaxWait: 5 * time.Second}
+	l := claim(t, js, cfg)
+	ahead := time.Now().Add(2500 * time.Millisecond).UnixMilli()
+	if _, err := l.Renew(context.Background(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	l2 := claim(t, js, cfg)
+	g := leasedGen(t, l2, nil)
+	id, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := id>>22 + snowflake.DefaultEpoch; ms <= ahead {
+		t.Fatalf("first ID at %d, not after the recorded %d", ms, ahead)
+	}
+}
+
+// A renewal whose timestamp write raced (its ack lost, or another writer)
+// gives the lease up instead of retrying forever.
+func TestRenewAfterClockRaceIsLost(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	l := claim(t, js, LeaseConfig{TTL: time.Minute, First: 5, Last: 5})
+	clocks, _ := js.KeyValue(context.Background(), ClocksBucket)
+	if _, err := clocks.Put(context.Background(), leaseKey(5), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, snowflake.ErrLeaseLost) {
+		t.Fatalf("Renew after the timestamp changed under it: %v, want ErrLeaseLost", err)
 	}
 }

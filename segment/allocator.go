@@ -218,8 +218,8 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 	need := int64(n)
 	var timer *time.Timer
 	// Until a load succeeds in this call, take all or nothing: a batch
-	// larger than the buffers must not use them up while the store is down,
-	// or smaller requests that they could serve would fail too.
+	// larger than the buffers must not use them up if the store turns out
+	// to be down, or smaller requests that they could serve would fail too.
 	loaded := false
 	for {
 		b.mu.Lock()
@@ -227,14 +227,22 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 		need -= got
 		var l *call
 		var failed error // why no load could start
+		direct := false  // both buffers are full yet cannot serve it
 		if need == 0 {
 			a.preload(b)
 		} else if l = a.startLoad(b); l == nil {
 			failed = b.lastErr
+			direct = b.nextReady && failed == nil && a.ctx.Err() == nil
 		}
 		b.mu.Unlock()
 		dst = r.appendTo(dst, int(got))
 		if need == 0 {
+			break
+		}
+		if direct {
+			if dst, err = a.takeDirect(ctx, tag, dst, need); err != nil {
+				dst = dst[:orig]
+			}
 			break
 		}
 		if err = a.await(ctx, tag, l, failed, &timer); err != nil {
@@ -247,6 +255,28 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 		timer.Stop()
 	}
 	return dst, err
+}
+
+// takeDirect serves need IDs from a segment of exactly that size allocated
+// for this request alone, leaving the tag's buffers as they are: for a
+// batch larger than both buffers together. Its IDs are above every buffered
+// one, so the batch stays ascending.
+func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []int64, need int64) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
+	defer cancel()
+	row, err := a.opt.Store.Alloc(ctx, tag, need)
+	var seg Segment
+	if err == nil {
+		seg, err = segmentOf(row, need)
+	}
+	if err == nil && seg.End-seg.Start < need {
+		err = fmt.Errorf("segment: tag %q: the store handed out %d IDs for a batch of %d", tag, seg.End-seg.Start, need)
+	}
+	if err != nil {
+		return dst, loadError(tag, err)
+	}
+	r := spans{{seg.Start, seg.Start + need}}
+	return r.appendTo(dst, int(need)), nil
 }
 
 // await waits for the load l of tag. A nil l is a load that could not

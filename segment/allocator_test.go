@@ -298,6 +298,19 @@ func TestServesFromBuffersWhileStoreDown(t *testing.T) {
 	}
 }
 
+// A batch larger than both buffers, with the next segment ready and the
+// store healthy, is served across as many loads as it needs.
+func TestBatchLargerThanBothBuffers(t *testing.T) {
+	store := newFakeStore(100, "order")
+	a := open(t, store, segment.Options{})
+	issued := take(t, a, "order", 10)
+	nextReady(t, a, "order")
+	issued = append(issued, take(t, a, "order", 400)...) // 90 + 200 buffered (the step doubled)
+	if !slices.IsSorted(issued) || len(slices.Compact(slices.Clone(issued))) != len(issued) || len(issued) != 410 {
+		t.Fatalf("IDs not unique and ascending: %d of them", len(issued))
+	}
+}
+
 func TestFailedBatchLeavesDstUnchanged(t *testing.T) {
 	store := newFakeStore(10, "order")
 	a := open(t, store, segment.Options{})

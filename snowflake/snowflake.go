@@ -254,8 +254,11 @@ func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
 		if g.limited && g.last > g.limitMs {
 			return dst[:orig], fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
 		}
-		k := min(n, MaxSequence+1-g.seq)
 		base := elapsed<<timeShift | g.workerBits
+		if base == 0 && g.seq == 0 {
+			g.seq = 1 // the epoch's first millisecond on worker 0: never ID 0
+		}
+		k := min(n, MaxSequence+1-g.seq)
 		for i := range k {
 			dst = append(dst, base|int64(g.seq+i))
 		}

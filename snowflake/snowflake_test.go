@@ -170,6 +170,15 @@ func TestClockLargeStepBackIsRefusedUntilCaughtUp(t *testing.T) {
 	}
 }
 
+func TestNeverZero(t *testing.T) {
+	clock := newFakeClock(DefaultEpoch) // the epoch's first millisecond
+	g := newGen(t, Settings{Clock: clock, SeqStart: func(uint32) uint32 { return 0 }})
+	id, err := g.Next()
+	if err != nil || id <= 0 {
+		t.Fatalf("worker 0 at the epoch with sequence 0: id %d, %v; want a positive ID", id, err)
+	}
+}
+
 func TestTimeOverflowRefused(t *testing.T) {
 	// The clock at the last millisecond 41 bits can hold.
 	clock := newFakeClock(DefaultEpoch + maxElapsed)

@@ -46,6 +46,15 @@ func (c *offsetClock) follow(ctx context.Context, path string, log *slog.Logger)
 	}
 }
 
+// maxBackward maps LEAF_CLOCK_TOLERANCE to the generator's setting, where 0
+// means the default: a tolerance of 0 waits out nothing.
+func maxBackward(tolerance time.Duration) time.Duration {
+	if tolerance == 0 {
+		return -1
+	}
+	return tolerance
+}
+
 // worker holds a worker ID (a KV lease or a static ID with its file) and the
 // generator that vends with it, published in slot.
 type worker struct {
@@ -138,7 +147,7 @@ func (w *worker) claim(ctx context.Context) error {
 		Epoch:       w.cfg.Epoch,
 		WorkerID:    id,
 		Clock:       w.clock,
-		MaxBackward: w.cfg.ClockTolerance,
+		MaxBackward: maxBackward(w.cfg.ClockTolerance),
 		Last:        last,
 		Leased:      true,
 	})
