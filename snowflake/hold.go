@@ -34,6 +34,35 @@ type Holder interface {
 	Release(ctx context.Context, last int64) error
 }
 
+// Holders holds one worker ID through several holders at once (a static ID
+// keeps its file and is leased in KV too). Renew renews each and returns the
+// earliest deadline; Release releases each.
+type Holders []Holder
+
+// Renew renews every holder; the first error ends it.
+func (hs Holders) Renew(ctx context.Context, last int64) (time.Time, error) {
+	var deadline time.Time
+	for i, h := range hs {
+		d, err := h.Renew(ctx, last)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if i == 0 || d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return deadline, nil
+}
+
+// Release releases every holder, even after one fails.
+func (hs Holders) Release(ctx context.Context, last int64) error {
+	var errs []error
+	for _, h := range hs {
+		errs = append(errs, h.Release(ctx, last))
+	}
+	return errors.Join(errs...)
+}
+
 // KeepStats counts what a Keep loop did, for metrics. The zero value is
 // ready to use.
 type KeepStats struct {

@@ -150,3 +150,27 @@ func TestFileHolderKeepsTimestampAcrossRestarts(t *testing.T) {
 }
 
 func decodeMs(t *testing.T, id int64) int64 { return decode(t, id).UnixMilli }
+
+func TestHoldersRenewAllAndTakeTheEarliestDeadline(t *testing.T) {
+	clock := newFakeClock(testNow)
+	file, _, err := OpenFileHolder(filepath.Join(t.TempDir(), "w.last"), clock, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &fakeHolder{clock: clock} // an hour ahead
+	hs := Holders{other, file}
+	deadline, err := hs.Renew(context.Background(), 0)
+	if err != nil || !deadline.Equal(clock.Now().Add(time.Second)) {
+		t.Fatalf("Renew = %v, %v; want the file's earlier deadline", deadline, err)
+	}
+	if err := hs.Release(context.Background(), testNow); err != nil {
+		t.Fatal(err)
+	}
+	if _, released := other.state(); len(released) != 1 {
+		t.Fatalf("released %v, want each holder released", released)
+	}
+	other.err = ErrLeaseLost
+	if _, err := hs.Renew(context.Background(), 0); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Renew with one holder lost: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -235,5 +236,25 @@ func TestJSONLogsOneLinePerLifecycleEvent(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q line in:\n%s", want, all)
 		}
+	}
+}
+
+// A static worker ID is leased in KV too: no leased worker and no second
+// static vendor can take it while it runs.
+func TestStaticWorkerIDIsLeasedInKV(t *testing.T) {
+	s := natstest.Server(t)
+	env := map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_WORKER_ID": "42", "LEAF_NATS_STORE_DIR": t.TempDir()}
+	startVendor(t, env)
+	js, err := jetstream.New(natstest.Conn(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Claim(context.Background(), js, kv.LeaseConfig{TTL: 30 * time.Second, First: 42, Last: 42}); !errors.Is(err, kv.ErrNoFreeWorkerID) {
+		t.Fatalf("a leased claim of the static ID: %v, want ErrNoFreeWorkerID", err)
+	}
+	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+	var out syncBuffer
+	if code := run(context.Background(), nil, &out, &out); code != 1 || !strings.Contains(out.String(), "LEAF_WORKER_ID 42 is held by another live worker") {
+		t.Fatalf("a second vendor pinned to 42: exit %d:\n%s", code, out.String())
 	}
 }

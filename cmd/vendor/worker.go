@@ -110,27 +110,40 @@ func (w *worker) claim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	host, _ := os.Hostname()
+	lc := kv.LeaseConfig{
+		TTL:      w.cfg.WorkerLeaseTTL,
+		Replicas: w.cfg.KVReplicas,
+		Holder:   fmt.Sprintf("%s pid %d", host, os.Getpid()),
+		Clock:    w.clock,
+	}
 	if id >= 0 {
+		// A static ID keeps its timestamp file (Leaf's local mode) and is
+		// also leased in KV like any other, so that no leased worker can
+		// take it while it runs, and none that starts after it repeats it.
 		const horizon = 3 * time.Second
 		path := w.cfg.workerFile(id)
-		h, recorded, err := snowflake.OpenFileHolder(path, w.clock, horizon)
+		fh, recorded, err := snowflake.OpenFileHolder(path, w.clock, horizon)
 		if err != nil {
 			return err
 		}
 		if err := snowflake.WaitPast(ctx, w.clock, recorded, kv.DefaultMaxWait); err != nil {
 			return fmt.Errorf("static worker ID %d (timestamp file %s): %w", id, path, err)
 		}
-		w.holder, w.every, last = h, horizon/3, recorded
-		w.setInfo(workerInfo{ID: id, Mode: "static", Where: path, PrevLast: recorded})
-		w.log.Info("static worker ID", "worker_id", id, "timestamp_file", path, "last_ms", recorded)
+		lc.First, lc.Last = id, id
+		l, err := kv.Claim(ctx, w.js, lc)
+		if errors.Is(err, kv.ErrNoFreeWorkerID) {
+			return fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (key worker.%d in bucket %s): pin another ID, or stop that worker: %w",
+				id, id, kv.WorkersBucket, err)
+		}
+		if err != nil {
+			return fmt.Errorf("static worker ID %d: %w", id, err)
+		}
+		w.holder, w.every, last = snowflake.Holders{fh, l}, min(horizon, l.TTL())/3, max(recorded, l.Last())
+		w.setInfo(workerInfo{ID: id, Mode: "static", Where: path + " and " + kv.WorkersBucket, PrevLast: last})
+		w.log.Info("static worker ID", "worker_id", id, "timestamp_file", path, "last_ms", last)
 	} else {
-		host, _ := os.Hostname()
-		l, err := kv.Claim(ctx, w.js, kv.LeaseConfig{
-			TTL:      w.cfg.WorkerLeaseTTL,
-			Replicas: w.cfg.KVReplicas,
-			Holder:   fmt.Sprintf("%s pid %d", host, os.Getpid()),
-			Clock:    w.clock,
-		})
+		l, err := kv.Claim(ctx, w.js, lc)
 		if err != nil {
 			return err
 		}
