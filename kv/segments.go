@@ -36,12 +36,15 @@ var (
 	_ segment.Admin = (*SegmentStore)(nil)
 )
 
-// segmentRow is a row as the bucket stores it; the tag is the key.
+// segmentRow is a row as the bucket stores it; the tag is the key. A
+// deleted tag keeps its row, marked, so that a tag added again continues
+// after every ID it ever handed out instead of starting over.
 type segmentRow struct {
 	MaxID       int64     `json:"max_id"`
 	Step        int64     `json:"step"`
 	Description string    `json:"description,omitempty"`
 	Updated     time.Time `json:"update_time"`
+	Deleted     bool      `json:"deleted,omitempty"`
 }
 
 // NewSegmentStore opens the bucket, creating it with replicas copies when
@@ -66,8 +69,17 @@ func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) 
 	return &SegmentStore{kv: kv}, nil
 }
 
-// get returns tag's row and its revision.
+// get returns tag's row and its revision; a deleted row is unknown.
 func (s *SegmentStore) get(ctx context.Context, tag string) (segmentRow, uint64, error) {
+	r, rev, err := s.getAny(ctx, tag)
+	if err == nil && r.Deleted {
+		err = &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	return r, rev, err
+}
+
+// getAny returns tag's row, deleted or not, and its revision.
+func (s *SegmentStore) getAny(ctx context.Context, tag string) (segmentRow, uint64, error) {
 	e, err := s.kv.Get(ctx, tag)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return segmentRow{}, 0, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
@@ -137,14 +149,13 @@ func (r segmentRow) row(tag string) segment.Row {
 
 // Tags lists every tag, ordered.
 func (s *SegmentStore) Tags(ctx context.Context) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
-	defer cancel()
-	tags, err := s.kv.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
+	rows, err := s.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kv: list tags: %w", err)
+		return nil, err
+	}
+	tags := make([]string, len(rows))
+	for i, r := range rows {
+		tags[i] = r.Tag
 	}
 	return tags, nil
 }
@@ -170,7 +181,9 @@ func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
 			if err := json.Unmarshal(e.Value(), &r); err != nil {
 				return nil, fmt.Errorf("kv: row %q in bucket %s is not JSON: %w", e.Key(), SegmentBucket, err)
 			}
-			rows = append(rows, r.row(e.Key()))
+			if !r.Deleted {
+				rows = append(rows, r.row(e.Key()))
+			}
 		case <-ctx.Done():
 			return nil, fmt.Errorf("kv: list rows: %w", ctx.Err())
 		}
@@ -184,13 +197,29 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
-	v, err := json.Marshal(segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Updated: time.Now().UTC()})
+	row := segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Updated: time.Now().UTC()}
+	v, err := json.Marshal(row)
 	if err != nil {
 		return err
 	}
 	_, err = s.kv.Create(ctx, r.Tag, v)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
+	for errors.Is(err, jetstream.ErrKeyExists) {
+		old, rev, gerr := s.getAny(ctx, r.Tag)
+		if gerr != nil {
+			return fmt.Errorf("kv: create %q: %w", r.Tag, gerr)
+		}
+		if !old.Deleted {
+			return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
+		}
+		// Added again after a delete: continue after its last ID.
+		again := row
+		again.MaxID = max(row.MaxID, old.MaxID)
+		if v, err = json.Marshal(again); err != nil {
+			return err
+		}
+		if _, err = s.kv.Update(ctx, r.Tag, v, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			err = jetstream.ErrKeyExists // changed meanwhile: look again
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("kv: create %q: %w", r.Tag, err)
@@ -213,28 +242,14 @@ func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int64) erro
 	return err
 }
 
-// Delete removes tag's row. The delete is conditional on the revision read,
-// so it cannot erase a row created again meanwhile.
+// Delete marks tag's row deleted, keeping its max_id for a later Create.
 func (s *SegmentStore) Delete(ctx context.Context, tag string) error {
-	if err := segment.ValidateTag(tag); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
-	defer cancel()
-	for {
-		_, rev, err := s.get(ctx, tag)
-		if errors.Is(err, segment.ErrUnknownTag) {
-			return err
-		}
-		if err == nil {
-			err = s.kv.Purge(ctx, tag, jetstream.LastRevision(rev))
-		}
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("kv: delete %q: %w", tag, err)
-		}
+	_, err := s.update(ctx, tag, func(r *segmentRow) error {
+		r.Deleted = true
 		return nil
+	})
+	if err != nil && !errors.Is(err, segment.ErrUnknownTag) {
+		return fmt.Errorf("kv: delete %q: %w", tag, err)
 	}
+	return err
 }

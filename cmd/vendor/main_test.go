@@ -258,3 +258,36 @@ func TestStaticWorkerIDIsLeasedInKV(t *testing.T) {
 		t.Fatalf("a second vendor pinned to 42: exit %d:\n%s", code, out.String())
 	}
 }
+
+// The tag commands against the embedded store of a stopped vendor, as a
+// user runs them: add, duplicate, list, set-step, delete, add again.
+func TestTagsCommands(t *testing.T) {
+	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+	tags := func(args ...string) (int, string) {
+		var out bytes.Buffer
+		code := run(context.Background(), append([]string{"tags"}, args...), &out, &out)
+		return code, out.String()
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"add", "order", "-step", "1000", "-description", "orders"}, 0, `added tag "order" (step 1000, first ID 1)`},
+		{[]string{"add", "order"}, 1, `tag "order" already exists`},
+		{[]string{"add", "bad*tag"}, 2, "contains '*'"},
+		{[]string{"add", "x", "-step", "0"}, 2, "step 0"},
+		{[]string{"list"}, 0, "order  1       1000  "},
+		{[]string{"set-step", "order", "5000"}, 0, "step 5000"},
+		{[]string{"set-step", "nope", "5"}, 1, `tag "nope" not found`},
+		{[]string{"delete", "order"}, 0, `deleted tag "order"`},
+		{[]string{"delete", "order"}, 1, `tag "order" not found`},
+		{[]string{"list"}, 0, "no tags"},
+		{[]string{"frobnicate"}, 2, "unknown subcommand"},
+	} {
+		code, out := tags(tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Fatalf("vendor tags %v: exit %d, output:\n%s\nwant exit %d and %q", tc.args, code, out, tc.code, tc.want)
+		}
+	}
+}

@@ -117,7 +117,15 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 			return fmt.Errorf("tag %q already exists in %s (change its step with: vendor tags set-step %s N)", pos[0], where, pos[0])
 		}
 		if err == nil {
-			fmt.Fprintf(stdout, "added tag %q (step %d, first ID %d) in %s\n", pos[0], *step, *start, where)
+			first := *start
+			if rows, lerr := st.List(ctx); lerr == nil {
+				for _, r := range rows {
+					if r.Tag == pos[0] {
+						first = r.MaxID // above -start for a tag deleted before
+					}
+				}
+			}
+			fmt.Fprintf(stdout, "added tag %q (step %d, first ID %d) in %s\n", pos[0], *step, first, where)
 		}
 	case "list":
 		var rows []segment.Row
@@ -132,7 +140,7 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 	case "delete":
 		err = st.Delete(ctx, pos[0])
 		if err == nil {
-			fmt.Fprintf(stdout, "deleted tag %q from %s (vendors drop it within a minute)\n", pos[0], where)
+			fmt.Fprintf(stdout, "deleted tag %q from %s (vendors drop it within a minute; added again, it continues after its last ID)\n", pos[0], where)
 		}
 	}
 	if errors.Is(err, segment.ErrUnknownTag) {

@@ -50,6 +50,14 @@ const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
 	update_time timestamptz  NOT NULL DEFAULT now()
 )`
 
+// createRetired keeps the max_id of deleted tags, so a tag added again
+// continues after every ID it ever handed out instead of starting over.
+const createRetired = `CREATE TABLE IF NOT EXISTS leaf_alloc_retired (
+	biz_tag    varchar(128) PRIMARY KEY,
+	max_id     bigint       NOT NULL,
+	retired_at timestamptz  NOT NULL DEFAULT now()
+)`
+
 // createLock is the advisory lock key that serialises table creation:
 // concurrent CREATE TABLE IF NOT EXISTS can fail on Postgres's catalog.
 const createLock = 0x6c656166 // "leaf"
@@ -112,11 +120,14 @@ func (s *Store) ensure(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, createLock); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, createTable)
+		if _, err := tx.ExecContext(ctx, createTable); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, createRetired)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: create table leaf_alloc: %w", err)
+		return fmt.Errorf("pgstore: create tables leaf_alloc and leaf_alloc_retired: %w", err)
 	}
 	s.ready = true
 	return nil
@@ -229,12 +240,14 @@ func (s *Store) query(ctx context.Context, query string, scan func(*sql.Rows) er
 	return rows.Err()
 }
 
-// Create adds r; a MaxID of 0 starts the tag at 1.
+// Create adds r; a MaxID of 0 starts the tag at 1. A tag deleted before
+// continues after the last ID it handed out if that is above r.MaxID.
 func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateRow(r); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ($1, $2, $3, nullif($4, ''))`,
+	_, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
+		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, '')`,
 		r.Tag, max(r.MaxID, 1), r.Step, r.Description)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code == pqerror.UniqueViolation {
@@ -254,9 +267,11 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 	return s.change(ctx, tag, "set step", `UPDATE leaf_alloc SET step = $2, update_time = now() WHERE biz_tag = $1`, tag, step)
 }
 
-// Delete removes tag's row.
+// Delete removes tag's row, keeping its max_id in leaf_alloc_retired.
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	return s.change(ctx, tag, "delete", `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
+	return s.change(ctx, tag, "delete", `WITH gone AS (DELETE FROM leaf_alloc WHERE biz_tag = $1 RETURNING biz_tag, max_id)
+		INSERT INTO leaf_alloc_retired (biz_tag, max_id) SELECT biz_tag, max_id FROM gone
+		ON CONFLICT (biz_tag) DO UPDATE SET max_id = greatest(leaf_alloc_retired.max_id, excluded.max_id), retired_at = now()`, tag)
 }
 
 // change runs a statement on tag's row, ErrUnknownTag when there is none.

@@ -120,6 +120,26 @@ func testAdmin(t *testing.T, newBackend NewBackend) {
 		t.Fatalf("Tags after Delete = %v, %v; want [invoice]", tags, err)
 	}
 	create(t, s, segment.Row{Tag: "order", Step: 7}) // a deleted tag can come back
+
+	// A tag added again continues after every ID it handed out before.
+	used, err := s.Alloc(c, "invoice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(c, "invoice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Alloc(c, "invoice", 0); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Alloc of a deleted tag = %v, want ErrUnknownTag", err)
+	}
+	create(t, s, segment.Row{Tag: "invoice", Step: 10})
+	again, err := s.Alloc(c, "invoice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := again.MaxID - again.Step; first < used.MaxID {
+		t.Fatalf("re-added tag starts at %d, below the %d it reached before its delete", first, used.MaxID)
+	}
 }
 
 func testAlloc(t *testing.T, newBackend NewBackend) {
