@@ -115,13 +115,20 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
 	l := &Lease{ttl: ttl, value: value, clock: c.Clock, leases: leases, clocks: clocks}
 
+	// The keys held are a hint (Create decides), so the listing is bounded:
+	// a watcher over keys that expire while it starts may never report
+	// that it has sent them all.
 	taken := map[string]bool{}
-	keys, err := leases.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("kv: list %s: %w", WorkersBucket, err)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	keys, err := leases.ListKeys(lctx)
+	if err == nil {
+		for k := range keys.Keys() {
+			taken[k] = true
+		}
 	}
-	for k := range keys.Keys() {
-		taken[k] = true
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	// Start at a random ID so that concurrent claimants rarely collide. A
 	// first pass takes only IDs whose last timestamp the clock has passed;

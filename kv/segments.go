@@ -33,7 +33,6 @@ type SegmentStore struct {
 
 var (
 	_ segment.Store = (*SegmentStore)(nil)
-	_ segment.Admin = (*SegmentStore)(nil)
 )
 
 // segmentRow is a row as the bucket stores it; the tag is the key. A

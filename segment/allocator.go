@@ -45,10 +45,10 @@ type Options struct {
 	Refresh time.Duration
 	// NegativeTTL is how long a tag list is trusted to say a tag does not
 	// exist: a request for a tag absent from a list younger than this is
-	// answered ErrUnknownTag without asking the store. A new tag can thus
-	// be refused for up to NegativeTTL after it is added. Default 1s: a
-	// new tag works about at once, and a flood of unknown tags costs each
-	// allocator at most one tag-list read a second.
+	// answered ErrUnknownTag without asking the store, but for a few such
+	// requests a second, which list again so that a tag just added is
+	// found at once. Default 1s: a flood of unknown tags costs each
+	// allocator a few tag-list reads a second.
 	NegativeTTL time.Duration
 	// Wait is how long a request that finds both buffers of its tag empty
 	// waits for a load before it fails with ErrUnavailable. Default 500ms.
@@ -116,6 +116,9 @@ type Allocator struct {
 	wg     sync.WaitGroup
 
 	storeDown atomic.Bool // logs an outage once, and its end once
+
+	tokens   float64   // lookups of uncached tags allowed past a fresh list
+	tokensAt time.Time // when tokens was last topped up; guarded by mu
 }
 
 // tagSet is one version of the tag cache.
@@ -183,7 +186,7 @@ func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok boo
 	}
 	b := a.tags.Load().bufs[tag]
 	if b == nil {
-		if err := a.missing(tag); err != nil {
+		if _, err := a.missing(tag); err != nil {
 			return dst, false, err
 		}
 		return dst, false, nil

@@ -37,15 +37,3 @@ type Store interface {
 	// Tags lists every tag name.
 	Tags(ctx context.Context) ([]string, error)
 }
-
-// Admin manages tags: the `vendor tags` commands.
-type Admin interface {
-	// Create adds a row; ErrTagExists when the tag has one.
-	Create(ctx context.Context, r Row) error
-	// List returns every row, ordered by tag.
-	List(ctx context.Context) ([]Row, error)
-	// SetStep changes a row's step; ErrUnknownTag when absent.
-	SetStep(ctx context.Context, tag string, step int64) error
-	// Delete removes a row; ErrUnknownTag when absent.
-	Delete(ctx context.Context, tag string) error
-}

@@ -50,6 +50,7 @@
 // # Stores
 //
 // segment/pgstore keeps the rows in Postgres (Leaf's leaf_alloc table) and
-// kv.SegmentStore in a JetStream KV bucket. Both implement Store and Admin;
+// kv.SegmentStore in a JetStream KV bucket. Both implement Store and the
+// admin calls the vendor tags commands need (Create, List, SetStep, Delete);
 // segment/segmenttest checks that they behave alike.
 package segment

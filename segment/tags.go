@@ -14,10 +14,11 @@ func (a *Allocator) buffer(ctx context.Context, tag string) (*buffer, error) {
 	if b := a.tags.Load().bufs[tag]; b != nil {
 		return b, nil
 	}
-	if err := a.missing(tag); err != nil {
+	force, err := a.missing(tag)
+	if err != nil {
 		return nil, err
 	}
-	l := a.relist(false)
+	l := a.relist(force)
 	select {
 	case <-l.done:
 	case <-ctx.Done():
@@ -34,15 +35,46 @@ func (a *Allocator) buffer(ctx context.Context, tag string) (*buffer, error) {
 
 // missing decides about a tag absent from the cache without the store: an
 // error when the tag is malformed or a recent list lacks it, nil when the
-// store must be asked.
-func (a *Allocator) missing(tag string) error {
+// store must be asked (force: although the list is recent).
+//
+// A recent list lacking the tag answers unknown, so a flood of unknown tags
+// costs the store nothing; but a few times a second such a request lists
+// again anyway (lookupRate), so a tag added a moment ago is found at once.
+func (a *Allocator) missing(tag string) (force bool, err error) {
 	if err := ValidateTag(tag); err != nil {
-		return err
+		return false, err
 	}
-	if a.fresh() {
-		return &TagError{Tag: tag, Err: ErrUnknownTag}
+	if !a.fresh() {
+		return false, nil
 	}
-	return nil
+	if a.lookupToken() {
+		return true, nil
+	}
+	return false, &TagError{Tag: tag, Err: ErrUnknownTag}
+}
+
+// Lookups past a recent tag list: lookupBurst at once, lookupRate a second.
+const (
+	lookupRate  = 5.0
+	lookupBurst = 5.0
+)
+
+// lookupToken takes one lookup from the token bucket, if there is one.
+func (a *Allocator) lookupToken() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.opt.Now()
+	if a.tokensAt.IsZero() {
+		a.tokens = lookupBurst
+	} else {
+		a.tokens = min(lookupBurst, a.tokens+now.Sub(a.tokensAt).Seconds()*lookupRate)
+	}
+	a.tokensAt = now
+	if a.tokens < 1 {
+		return false
+	}
+	a.tokens--
+	return true
 }
 
 // fresh reports whether the cached tag list is recent enough to say that a

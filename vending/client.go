@@ -137,8 +137,8 @@ func WithPrefetch(size, lowWater int) ClientOption {
 
 func (c *clientConfig) validate() error {
 	switch {
-	case c.prefix == "" || !validPrefix(c.prefix):
-		return fmt.Errorf("vending: subject prefix %q must be literal subject tokens (no wildcards, spaces or edge dots)", c.prefix)
+	case ValidatePrefix(c.prefix) != nil:
+		return fmt.Errorf("vending: %w", ValidatePrefix(c.prefix))
 	case c.timeout <= 0:
 		return fmt.Errorf("vending: request timeout %v must be positive", c.timeout)
 	case c.retries < 0:
@@ -153,21 +153,6 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("vending: prefetch low-water mark %d must be from 0 to below the size %d", c.lowWater, c.prefetch)
 	}
 	return nil
-}
-
-// validPrefix reports whether p is literal subject tokens, the rule Start
-// applies to Config.Prefix.
-func validPrefix(p string) bool {
-	if p[0] == '.' || p[len(p)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '*', '>', ' ', '\t', '\r', '\n':
-			return false
-		}
-	}
-	return true
 }
 
 // Client takes IDs from the leaf service over NATS. Its Next and NextN

@@ -28,6 +28,15 @@ const (
 	DefaultMaxBatch   = 10000
 )
 
+// ValidatePrefix checks a subject prefix: literal subject tokens (letters,
+// digits, '_', '-', separated by single dots), as a tag is.
+func ValidatePrefix(prefix string) error {
+	if err := segment.ValidateTag(prefix); err != nil {
+		return fmt.Errorf("subject prefix %q: use literal tokens of letters, digits, '_' and '-', separated by dots (such as leaf or ids.eu)", prefix)
+	}
+	return nil
+}
+
 // Snowflake is the source of snowflake IDs (snowflake.Slot).
 type Snowflake interface {
 	NextN(dst []int64, n int) ([]int64, error)
@@ -128,8 +137,8 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	switch {
 	case c.MaxBatch < 1:
 		return nil, fmt.Errorf("vending: max batch %d must be at least 1", c.MaxBatch)
-	case strings.ContainsAny(c.Prefix, "*> \t") || strings.HasPrefix(c.Prefix, ".") || strings.HasSuffix(c.Prefix, "."):
-		return nil, fmt.Errorf("vending: subject prefix %q must be literal subject tokens (no wildcards, spaces or edge dots)", c.Prefix)
+	case ValidatePrefix(c.Prefix) != nil:
+		return nil, fmt.Errorf("vending: %w", ValidatePrefix(c.Prefix))
 	case c.Snowflake == nil && c.Segments == nil:
 		return nil, errors.New("vending: nothing to serve: neither snowflake nor segments configured")
 	}
@@ -325,7 +334,7 @@ func (s *Service) decode(req micro.Request) {
 	}
 	p, err := snowflake.Decode(id, s.cfg.Epoch)
 	if err != nil {
-		s.fail(req, ModeDecode, "", fmt.Errorf("%w: %v", ErrBadID, err), start)
+		s.fail(req, ModeDecode, "", fmt.Errorf("%w: %d is not a snowflake ID: IDs are positive decimals such as 1862213154793730049", ErrBadID, id), start)
 		return
 	}
 	req.RespondJSON(Decoded{

@@ -15,8 +15,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
-	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // Config is the vendor's configuration, read from LEAF_* variables. Every
@@ -52,19 +52,44 @@ type Config struct {
 	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 
-	// ClockOffset shifts the generator's clock: a test hook for clock faults.
-	ClockOffset     time.Duration `envconfig:"CLOCK_OFFSET" desc:"testing only: shift the snowflake clock by this much"`
-	ClockOffsetFile string        `envconfig:"CLOCK_OFFSET_FILE" desc:"testing only: file holding a clock shift (e.g. -10s), re-read every 20ms"`
+	hooks testHooks // read separately: not configuration
 }
 
 const envPrefix = "LEAF"
 
 func loadConfig() (Config, error) {
 	var c Config
-	if err := envconfig.Process(envPrefix, &c); err != nil {
+	err := envconfig.Process(envPrefix, &c)
+	if err == nil {
+		err = envconfig.Process(envPrefix, &c.hooks)
+	}
+	if err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return c, fmt.Errorf("%s %q: want %s", pe.KeyName, pe.Value, kindOf(pe.TypeName))
+		}
 		return c, fmt.Errorf("configuration: %w", err)
 	}
 	return c, c.validate()
+}
+
+// kindOf says in words what a variable of a Go type takes.
+func kindOf(typeName string) string {
+	switch typeName {
+	case "Duration":
+		return "a duration such as 30s or 5ms"
+	case "int", "int64":
+		return "a whole number"
+	}
+	return "a " + typeName
+}
+
+// testHooks are settings for the fault tests only, not listed by -h.
+type testHooks struct {
+	// ClockOffset shifts the snowflake clock; ClockOffsetFile holds a
+	// shift (e.g. -10s) re-read every 20ms, to step a running vendor's clock.
+	ClockOffset     time.Duration `envconfig:"TEST_CLOCK_OFFSET"`
+	ClockOffsetFile string        `envconfig:"TEST_CLOCK_OFFSET_FILE"`
 }
 
 // validate checks everything that can be checked before connecting.
@@ -106,10 +131,8 @@ func (c Config) validate() error {
 	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
 		errs = append(errs, errors.New("LEAF_NATS_TLS_CERT and LEAF_NATS_TLS_KEY go together"))
 	}
-	if c.SubjectPrefix != "" {
-		if err := segment.ValidateTag(c.SubjectPrefix); err != nil {
-			errs = append(errs, fmt.Errorf("LEAF_SUBJECT_PREFIX %q: letters, digits, _ - and inner dots only", c.SubjectPrefix))
-		}
+	if err := vending.ValidatePrefix(c.SubjectPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("LEAF_SUBJECT_PREFIX: %w (unset it for the default, leaf)", err))
 	}
 	return errors.Join(errs...)
 }

@@ -46,6 +46,8 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nat
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
 		s := state.snapshot(false)
 		switch {
+		case !s.NATS:
+			http.Error(rw, "not ready: NATS connection down", http.StatusServiceUnavailable)
 		case !s.Worker.Held || !time.Now().Before(s.Worker.Deadline):
 			http.Error(rw, "not ready: no worker-ID lease held", http.StatusServiceUnavailable)
 		case !s.Ready:

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -47,6 +49,9 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
 		name := "LEAF_" + f.Tag.Get("envconfig")
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("vendor -h does not mention %s", name)
@@ -169,7 +174,7 @@ func TestServeAndDrainReleasesLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keys, err := leases.Keys(context.Background()); err == nil && len(keys) > 0 {
+	if keys, err := leases.Keys(t.Context()); err == nil && len(keys) > 0 {
 		t.Fatalf("leases left after a clean stop: %v", keys)
 	}
 }
@@ -276,7 +281,9 @@ func TestTagsCommands(t *testing.T) {
 		{[]string{"add", "order", "-step", "1000", "-description", "orders"}, 0, `added tag "order" (step 1000, first ID 1)`},
 		{[]string{"add", "order"}, 1, `tag "order" already exists`},
 		{[]string{"add", "bad*tag"}, 2, "contains '*'"},
-		{[]string{"add", "x", "-step", "0"}, 2, "step 0"},
+		{[]string{"add", "x", "-step", "0"}, 2, "step 0 is out of range"},
+		{[]string{"add"}, 2, "usage: vendor tags add <tag>"},
+		{[]string{"set-step", "order", "-5"}, 2, "step -5 is out of range"},
 		{[]string{"list"}, 0, "order  1       1000  "},
 		{[]string{"set-step", "order", "5000"}, 0, "step 5000"},
 		{[]string{"set-step", "nope", "5"}, 1, `tag "nope" not found`},
@@ -289,5 +296,63 @@ func TestTagsCommands(t *testing.T) {
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Fatalf("vendor tags %v: exit %d, output:\n%s\nwant exit %d and %q", tc.args, code, out, tc.code, tc.want)
 		}
+	}
+}
+
+// tags goes through the vendor that holds the store directory, so the
+// vendor serves what it adds; with no store there it says so instead of
+// making an empty one.
+func TestTagsThroughTheRunningVendor(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("LEAF_NATS_URL", "")
+	t.Setenv("LEAF_NATS_LISTEN", "127.0.0.1:0")
+	startVendor(t, map[string]string{"LEAF_NATS_STORE_DIR": dir})
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"tags", "add", "order"}, &out, &out); code != 0 || !strings.Contains(out.String(), "of the vendor at nats://") {
+		t.Fatalf("tags add next to a running vendor: exit %d:\n%s", code, out.String())
+	}
+	url, err := natsserver.StoreURL(dir)
+	if err != nil || url == "" {
+		t.Fatalf("store URL %q, %v", url, err)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msg, err := nc.Request("leaf.segment.order", nil, 5*time.Second)
+	if err != nil || string(msg.Data) != "1" {
+		t.Fatalf("the vendor does not serve the tag added through it: %v %q %v", msg.Header, msg.Data, err)
+	}
+	// A second vendor on the same store directory is refused.
+	var second syncBuffer
+	if code := run(context.Background(), nil, &second, &second); code != 1 || !strings.Contains(second.String(), "in use by another process") {
+		t.Fatalf("second vendor on one store: exit %d:\n%s", code, second.String())
+	}
+
+	t.Setenv("LEAF_NATS_STORE_DIR", filepath.Join(t.TempDir(), "nothing-here"))
+	out.Reset()
+	if code := run(context.Background(), []string{"tags", "list"}, &out, &out); code != 1 || !strings.Contains(out.String(), "no store at") {
+		t.Fatalf("tags list without a store: exit %d:\n%s", code, out.String())
+	}
+}
+
+func TestPortInUseFailsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("LEAF_NATS_URL", "")
+	t.Setenv("LEAF_NATS_LISTEN", ln.Addr().String())
+	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+	t.Setenv("LEAF_HTTP_ADDR", "")
+	var out syncBuffer
+	start := time.Now()
+	if code := run(context.Background(), nil, &out, &out); code != 1 || !strings.Contains(out.String(), "set LEAF_NATS_LISTEN to a free address") {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("took %v to report a taken port", time.Since(start))
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // requestMetrics counts requests for vending.Observer. The label children of
@@ -59,15 +61,17 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 	if !ok {
 		c = obsChildren{
 			requests: m.requests.WithLabelValues(mode, tag, strconv.Itoa(code)),
-			ids:      m.ids.WithLabelValues(mode, tag),
 			latency:  m.latency.WithLabelValues(mode),
+		}
+		if code == vending.CodeOK && mode != vending.ModeDecode { // only these hand out IDs
+			c.ids = m.ids.WithLabelValues(mode, tag)
 		}
 		m.mu.Lock()
 		m.children[k] = c
 		m.mu.Unlock()
 	}
 	c.requests.Inc()
-	if ids > 0 {
+	if c.ids != nil {
 		c.ids.Add(float64(ids))
 	}
 	c.latency.Observe(took.Seconds())

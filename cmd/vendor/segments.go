@@ -11,11 +11,24 @@ import (
 	"github.com/leaf-nats/leaf/segment/pgstore"
 )
 
-// tagStore is a segment store the vendor can both allocate from and manage.
+// tagStore is a segment store the vendor can both allocate from and manage
+// (the tags commands).
 type tagStore interface {
 	segment.Store
-	segment.Admin
+	// Create adds a row; segment.ErrTagExists when the tag has one.
+	Create(ctx context.Context, r segment.Row) error
+	// List returns every row, ordered by tag.
+	List(ctx context.Context) ([]segment.Row, error)
+	// SetStep changes a row's step; segment.ErrUnknownTag when absent.
+	SetStep(ctx context.Context, tag string, step int64) error
+	// Delete removes a row; segment.ErrUnknownTag when absent.
+	Delete(ctx context.Context, tag string) error
 }
+
+var (
+	_ tagStore = (*pgstore.Store)(nil)
+	_ tagStore = (*kv.SegmentStore)(nil)
+)
 
 // openStore opens the configured segment store: Postgres when
 // LEAF_POSTGRES_URL is set, else the JetStream KV bucket. close releases it.

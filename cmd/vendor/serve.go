@@ -25,9 +25,24 @@ import (
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
-		srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
+		lock, err := natsserver.LockStore(cfg.NATSStoreDir)
+		if errors.Is(err, natsserver.ErrStoreInUse) {
+			return fmt.Errorf("%w: join it with LEAF_NATS_URL, or give this vendor its own LEAF_NATS_STORE_DIR", err)
+		}
 		if err != nil {
 			return err
+		}
+		defer lock.Close()
+		srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
+		if errors.Is(err, natsserver.ErrAddrInUse) {
+			return fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
+				cfg.NATSListen, err)
+		}
+		if err != nil {
+			return err
+		}
+		if err := lock.SetURL(srv.ClientURL()); err != nil {
+			return fmt.Errorf("store directory lock: %w", err)
 		}
 		defer func() {
 			srv.Shutdown()
@@ -57,13 +72,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	clock := &offsetClock{}
-	clock.d.Store(int64(cfg.ClockOffset))
+	clock.d.Store(int64(cfg.hooks.ClockOffset))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if cfg.ClockOffsetFile != "" {
+	if cfg.hooks.ClockOffsetFile != "" {
 		clockCtx, stopClock := context.WithCancel(ctx)
 		defer stopClock()
-		wg.Go(func() { clock.follow(clockCtx, cfg.ClockOffsetFile, log) })
+		wg.Go(func() { clock.follow(clockCtx, cfg.hooks.ClockOffsetFile, log) })
 	}
 	w := &worker{cfg: cfg, js: js, clock: clock, log: log}
 	if err := retryStartup(ctx, log, "claim a worker ID", func() error { return w.claim(ctx) }); err != nil {
@@ -88,7 +103,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer svcConn.Close()
-	state := newVendorState(w, segs)
+	state := newVendorState(w, segs, svcConn.IsConnected)
 	reg := newRegistry(state)
 	svc, err := vending.Start(svcConn, vending.Config{
 		Prefix:     cfg.SubjectPrefix,

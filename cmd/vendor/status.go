@@ -18,20 +18,23 @@ type vendorState struct {
 	started  time.Time
 	w        *worker
 	segs     *segments
+	// connected reports whether the service's NATS connection is up.
+	connected func() bool
 
 	rowsMu sync.Mutex // guards the cached store rows
-	rows   []segment.Row
+	rows   []rowStatus
 	rowsAt time.Time
 	rowErr string
 }
 
-func newVendorState(w *worker, segs *segments) *vendorState {
+func newVendorState(w *worker, segs *segments, connected func() bool) *vendorState {
 	host, _ := os.Hostname()
 	return &vendorState{
-		instance: fmt.Sprintf("%s/%d", host, os.Getpid()),
-		started:  time.Now().UTC(),
-		w:        w,
-		segs:     segs,
+		instance:  fmt.Sprintf("%s/%d", host, os.Getpid()),
+		started:   time.Now().UTC(),
+		w:         w,
+		segs:      segs,
+		connected: connected,
 	}
 }
 
@@ -41,6 +44,7 @@ type status struct {
 	Started  time.Time     `json:"started"`
 	Now      time.Time     `json:"now"`
 	Ready    bool          `json:"ready"`
+	NATS     bool          `json:"nats_connected"`
 	Worker   workerStatus  `json:"worker"`
 	Clock    clockStatus   `json:"clock"`
 	Segments segmentStatus `json:"segments"`
@@ -65,17 +69,26 @@ type clockStatus struct {
 }
 
 type segmentStatus struct {
-	Store   string        `json:"store"`
-	StoreUp bool          `json:"store_up"`
-	Tags    []tagStatus   `json:"tags"`
-	Rows    []segment.Row `json:"rows,omitempty"`
-	RowsErr string        `json:"rows_error,omitempty"`
+	Store   string      `json:"store"`
+	StoreUp bool        `json:"store_up"`
+	Tags    []tagStatus `json:"tags"`
+	Rows    []rowStatus `json:"rows,omitempty"`
+	RowsErr string      `json:"rows_error,omitempty"`
+}
+
+// rowStatus is a row of the segment store, named as in the table.
+type rowStatus struct {
+	Tag         string    `json:"biz_tag"`
+	MaxID       int64     `json:"max_id"`
+	Step        int64     `json:"step"`
+	Description string    `json:"description"`
+	Updated     time.Time `json:"update_time"`
 }
 
 type tagStatus struct {
 	Tag          string        `json:"tag"`
 	Current      segRange      `json:"current"`
-	Next         segRange      `json:"next"`
+	Next         *segRange     `json:"next,omitempty"` // when loaded
 	NextReady    bool          `json:"next_ready"`
 	Loading      bool          `json:"loading"`
 	Step         int64         `json:"step"`
@@ -118,9 +131,13 @@ func (v *vendorState) snapshot(withRows bool) status {
 	buffered := false
 	for _, t := range v.segs.alloc.Snapshot() {
 		ts := tagStatus{
-			Tag: t.Tag, Current: toRange(t.Current), Next: toRange(t.Next), NextReady: t.NextReady, Loading: t.Loading,
+			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
 			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
+		}
+		if t.NextReady {
+			next := toRange(t.Next)
+			ts.Next = &next
 		}
 		if t.LastError != nil {
 			ts.LastError = t.LastError.Error()
@@ -131,12 +148,13 @@ func (v *vendorState) snapshot(withRows bool) status {
 	if withRows {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
 	}
-	s.Ready = s.Worker.Held && time.Now().Before(v.w.stats.Deadline()) &&
+	s.NATS = v.connected()
+	s.Ready = s.NATS && s.Worker.Held && time.Now().Before(v.w.stats.Deadline()) &&
 		(s.Segments.StoreUp || buffered)
 	return s
 }
 
-func (v *vendorState) storeRows() ([]segment.Row, string) {
+func (v *vendorState) storeRows() ([]rowStatus, string) {
 	v.rowsMu.Lock()
 	defer v.rowsMu.Unlock()
 	if time.Since(v.rowsAt) > 2*time.Second {
@@ -147,7 +165,10 @@ func (v *vendorState) storeRows() ([]segment.Row, string) {
 		if err != nil {
 			v.rowErr = err.Error() // keep showing the last rows read
 		} else {
-			v.rows = rows
+			v.rows = v.rows[:0]
+			for _, r := range rows {
+				v.rows = append(v.rows, rowStatus{r.Tag, r.MaxID, r.Step, r.Description, r.Updated.UTC()})
+			}
 		}
 	}
 	return v.rows, v.rowErr

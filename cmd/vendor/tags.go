@@ -6,7 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,7 +45,7 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := loadConfig()
 	if err != nil {
-		fmt.Fprintf(stderr, "vendor: %v\n", err)
+		fmt.Fprintf(stderr, "vendor: %v\n(vendor -h lists the configuration)\n", err)
 		return 2
 	}
 	err = tagsCommand(ctx, cfg, args, stdout)
@@ -70,39 +74,47 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")
 	start := fs.Int64("start", 1, "first ID of the tag")
 	desc := fs.String("description", "", "what the tag is for")
-	pos, err := parseInterspersed(fs, args[1:])
-	if err != nil {
-		return usagef("%v", err)
+	synopsis := map[string]string{
+		"add":      "vendor tags add <tag> [-step N] [-start M] [-description D]",
+		"list":     "vendor tags list",
+		"set-step": "vendor tags set-step <tag> <N>",
+		"delete":   "vendor tags delete <tag>",
 	}
-	want := map[string]int{"add": 1, "list": 0, "set-step": 2, "delete": 1}
-	n, ok := want[args[0]]
+	use, ok := synopsis[args[0]]
 	if !ok {
 		return usagef("unknown subcommand %q", args[0])
 	}
-	if len(pos) != n {
-		return usagef("%s takes %d argument(s), got %d", args[0], n, len(pos))
+	var pos []string
+	var err error
+	if args[0] == "set-step" {
+		pos = args[1:] // no flags: the step may look like one (-5)
+	} else if pos, err = parseInterspersed(fs, args[1:]); err != nil {
+		return usagef("%v; usage: %s", err, use)
 	}
-	if n > 0 {
+	if want := strings.Count(use, "<"); len(pos) != want {
+		return usagef("%s takes %d argument(s), got %d; usage: %s", args[0], want, len(pos), use)
+	}
+	if len(pos) > 0 {
 		if err := segment.ValidateTag(pos[0]); err != nil {
 			return usagef("%v", err)
 		}
 	}
 	if args[0] == "set-step" {
 		if *step, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
-			return usagef("step %q is not a whole number", pos[1])
+			return usagef("step %q is not a whole number; usage: %s", pos[1], use)
 		}
 	}
 	if *step < 1 || *step > maxTableStep {
-		return usagef("step %d: want 1..%d", *step, maxTableStep)
+		return usagef("step %d is out of range: use 1 to %d (1000 suits most tags)", *step, maxTableStep)
 	}
 	if *start < 1 {
 		return usagef("start %d: IDs are positive, want at least 1", *start)
 	}
-	if len(*desc) > 256 {
-		return usagef("description is %d bytes; at most 256", len(*desc))
+	if len(*desc) > segment.MaxDescriptionLen {
+		return usagef("description is %d bytes; at most %d", len(*desc), segment.MaxDescriptionLen)
 	}
 
-	st, where, closeStore, err := openAdminStore(ctx, cfg)
+	st, where, closeStore, err := openAdminStore(ctx, cfg, args[0] == "add")
 	if err != nil {
 		return err
 	}
@@ -130,12 +142,13 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 	case "list":
 		var rows []segment.Row
 		if rows, err = st.List(ctx); err == nil {
+			fmt.Fprintf(stdout, "tags in %s:\n", where)
 			printRows(stdout, rows)
 		}
 	case "set-step":
 		err = st.SetStep(ctx, pos[0], *step)
 		if err == nil {
-			fmt.Fprintf(stdout, "tag %q: step %d (running vendors use it from their next segment)\n", pos[0], *step)
+			fmt.Fprintf(stdout, "tag %q: step %d in %s (running vendors use it from their next segment)\n", pos[0], *step, where)
 		}
 	case "delete":
 		err = st.Delete(ctx, pos[0])
@@ -178,9 +191,11 @@ func printRows(w io.Writer, rows []segment.Row) {
 }
 
 // openAdminStore opens the store a running vendor would use. For the
-// embedded default it prefers a vendor already serving at LEAF_NATS_LISTEN
-// and otherwise opens LEAF_NATS_STORE_DIR itself.
-func openAdminStore(ctx context.Context, cfg Config) (tagStore, string, func(), error) {
+// embedded default it goes through the vendor that holds
+// LEAF_NATS_STORE_DIR (its lock file names its address) or, when none does,
+// opens the directory itself and holds it meanwhile. Only add creates a
+// store that does not exist yet.
+func openAdminStore(ctx context.Context, cfg Config, create bool) (tagStore, string, func(), error) {
 	if cfg.PostgresURL != "" {
 		st, _, closeStore, err := openStore(ctx, cfg, nil)
 		return st, "Postgres", closeStore, err
@@ -188,16 +203,31 @@ func openAdminStore(ctx context.Context, cfg Config) (tagStore, string, func(), 
 	natsURL, where := cfg.NATSURL, "NATS at "+redact(cfg.NATSURL)
 	stopServer := func() {}
 	if natsURL == "" {
-		natsURL, where = "nats://"+cfg.NATSListen, "the running vendor's embedded NATS at "+cfg.NATSListen
-		if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
-			nc.Close()
-		} else {
-			srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: cfg.NATSStoreDir, Name: "leaf-tags"})
-			if err != nil {
-				return nil, "", nil, fmt.Errorf("open the embedded store %s: %w", cfg.NATSStoreDir, err)
+		dir, err := filepath.Abs(cfg.NATSStoreDir)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !create {
+			return nil, "", nil, fmt.Errorf("no store at %s: run this where the vendor runs, or set LEAF_NATS_STORE_DIR (or LEAF_NATS_URL, LEAF_POSTGRES_URL) as the vendor has it", dir)
+		}
+		lock, err := natsserver.LockStore(dir)
+		switch {
+		case errors.Is(err, natsserver.ErrStoreInUse):
+			url, uerr := natsserver.StoreURL(dir)
+			if uerr != nil || url == "" {
+				return nil, "", nil, fmt.Errorf("%w; set LEAF_NATS_URL to the address of the vendor using it", err)
 			}
-			natsURL, where = srv.ClientURL(), "the embedded store "+cfg.NATSStoreDir
-			stopServer = func() { srv.Shutdown(); srv.WaitForShutdown() }
+			natsURL, where = url, "the store "+dir+" of the vendor at "+url
+		case err != nil:
+			return nil, "", nil, err
+		default:
+			srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: dir, Name: "leaf-tags"})
+			if err != nil {
+				lock.Close()
+				return nil, "", nil, fmt.Errorf("open the embedded store %s: %w", dir, err)
+			}
+			natsURL, where = srv.ClientURL(), "the store "+dir
+			stopServer = func() { srv.Shutdown(); srv.WaitForShutdown(); lock.Close() }
 		}
 	}
 	opts, err := cfg.natsOptions()

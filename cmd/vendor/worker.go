@@ -18,7 +18,7 @@ import (
 )
 
 // offsetClock is the system clock shifted by an offset: a test hook for
-// clock faults (LEAF_CLOCK_OFFSET, and LEAF_CLOCK_OFFSET_FILE to step it in
+// clock faults (LEAF_TEST_CLOCK_OFFSET, and LEAF_TEST_CLOCK_OFFSET_FILE to step it in
 // a running vendor). time.Time.Add keeps the monotonic reading, so lease
 // deadlines stay immune to the shift.
 type offsetClock struct{ d atomic.Int64 }

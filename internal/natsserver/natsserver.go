@@ -3,6 +3,7 @@
 package natsserver
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 )
+
+// ErrAddrInUse is returned by Start when the client address is taken.
+var ErrAddrInUse = errors.New("address in use")
 
 // Config describes an embedded server.
 type Config struct {
@@ -36,6 +40,15 @@ func Start(c Config) (*server.Server, error) {
 	host, port, err := splitHostPort(c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("nats listen address %q: %w", c.Listen, err)
+	}
+	if port != server.RANDOM_PORT {
+		// The server only logs a failed listen and keeps waiting; check
+		// first so a taken port is an error at once.
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrAddrInUse, err)
+		}
+		ln.Close()
 	}
 	opts := &server.Options{
 		ServerName:             c.Name,
@@ -65,9 +78,9 @@ func Start(c Config) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
+	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats-server did not start listening on %s within 30s (is the port in use?)", c.Listen)
+		return nil, fmt.Errorf("embedded nats-server did not start listening on %s within 10s", c.Listen)
 	}
 	return s, nil
 }

@@ -1,6 +1,6 @@
 // Package pgstore keeps Leaf-segment rows in Postgres, in Leaf's
 // leaf_alloc table, through database/sql and github.com/lib/pq. A Store is
-// a segment.Store for the allocator and a segment.Admin for the `vendor
+// a segment.Store for the allocator, and the admin calls of the `vendor
 // tags` commands.
 //
 // Allocation is Leaf's transaction: SELECT ... FOR UPDATE the row, then
@@ -72,7 +72,6 @@ type Store struct {
 
 var (
 	_ segment.Store = (*Store)(nil)
-	_ segment.Admin = (*Store)(nil)
 )
 
 // Open returns a store for the database at dsn (a postgres:// URL or

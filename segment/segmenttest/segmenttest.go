@@ -20,7 +20,10 @@ import (
 // Store is a client of a backend: what the allocator and `vendor tags` use.
 type Store interface {
 	segment.Store
-	segment.Admin
+	Create(ctx context.Context, r segment.Row) error
+	List(ctx context.Context) ([]segment.Row, error)
+	SetStep(ctx context.Context, tag string, step int64) error
+	Delete(ctx context.Context, tag string) error
 }
 
 // Backend is a store server started for one test.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// clockOffset is a vendor's LEAF_CLOCK_OFFSET_FILE: writing it steps the
+// clockOffset is a vendor's LEAF_TEST_CLOCK_OFFSET_FILE: writing it steps the
 // running vendor's snowflake clock.
 type clockOffset struct {
 	t    testing.TB
@@ -46,9 +46,9 @@ func TestClockStepBack(t *testing.T) {
 	nats := startNATS(t)
 	offset := newClockOffset(t)
 	v := startVendor(t, "V", map[string]string{
-		"LEAF_NATS_URL":          nats.url(),
-		"LEAF_WORKER_LEASE_TTL":  "3s",
-		"LEAF_CLOCK_OFFSET_FILE": offset.path,
+		"LEAF_NATS_URL":               nats.url(),
+		"LEAF_WORKER_LEASE_TTL":       "3s",
+		"LEAF_TEST_CLOCK_OFFSET_FILE": offset.path,
 	})
 	tl := newTally("clock step back 10ms and 10s")
 	d := startLoad(t, nats.conn(t), tl, loadSpec{subject: "leaf.snowflake", batch: 100, clients: 2, timeout: 2 * time.Second})
@@ -83,7 +83,7 @@ func TestClockBehindAtCrash(t *testing.T) {
 	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String()}
 	nc := nats.conn(t)
 
-	v := startVendor(t, "V", with(base, "LEAF_SUBJECT_PREFIX", "a", "LEAF_CLOCK_OFFSET_FILE", offset.path))
+	v := startVendor(t, "V", with(base, "LEAF_SUBJECT_PREFIX", "a", "LEAF_TEST_CLOCK_OFFSET_FILE", offset.path))
 	if got := v.waitServing(); got != id {
 		t.Fatalf("V holds worker ID %d, want %d", got, id)
 	}
@@ -107,7 +107,7 @@ func TestClockBehindAtCrash(t *testing.T) {
 	}
 
 	eventually(t, 3*ttl, "V's lease to expire", func() bool { return !leaseHeld(t, js, id) })
-	b := startVendor(t, "B", with(base, "LEAF_SUBJECT_PREFIX", "b", "LEAF_CLOCK_OFFSET", "-5s"))
+	b := startVendor(t, "B", with(base, "LEAF_SUBJECT_PREFIX", "b", "LEAF_TEST_CLOCK_OFFSET", "-5s"))
 	if got := b.waitServing(); got != id {
 		t.Fatalf("B holds worker ID %d, want V's, %d", got, id)
 	}
@@ -151,7 +151,7 @@ func TestRestartWithFutureTimestamp(t *testing.T) {
 }
 
 func restartAfterFuture(t *testing.T, nc *nats.Conn, name string, env map[string]string, id int, offset string) {
-	first := startVendor(t, "first", with(env, "LEAF_CLOCK_OFFSET", offset))
+	first := startVendor(t, "first", with(env, "LEAF_TEST_CLOCK_OFFSET", offset))
 	if got := first.waitServing(); got != id {
 		t.Fatalf("first run holds worker ID %d, want %d", got, id)
 	}

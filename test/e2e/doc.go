@@ -18,7 +18,7 @@
 //   - TestPostgresOutage: Postgres stopped for 30s under segment load:
 //     buffers, then 503s (never a hang), then recovery.
 //   - TestClockStepBack, TestClockBehindAtCrash, TestRestartWithFutureTimestamp:
-//     clock faults through the vendor's LEAF_CLOCK_OFFSET(_FILE) test hooks.
+//     clock faults through the vendor's LEAF_TEST_CLOCK_OFFSET(_FILE) test hooks.
 //   - TestWorkerIDExhaustion, TestConcurrentFirstStarts: 1,025 claims for
 //     1,024 worker IDs; 20 vendors starting at once.
 //   - TestHostileRequests: malformed counts, tags and subjects against

@@ -88,7 +88,7 @@ func TestConcurrentFirstStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := leases.Keys(context.Background())
+	keys, err := leases.Keys(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func leaseReuse(t *testing.T, ttl time.Duration, offsetB string) {
 
 	a.signal(syscall.SIGSTOP)
 	eventually(t, 3*ttl, "A's lease to expire", func() bool { return !leaseHeld(t, js, id) })
-	b := startVendor(t, "B", with(base, "LEAF_SUBJECT_PREFIX", "b", "LEAF_CLOCK_OFFSET", offsetB))
+	b := startVendor(t, "B", with(base, "LEAF_SUBJECT_PREFIX", "b", "LEAF_TEST_CLOCK_OFFSET", offsetB))
 	if got := b.waitServing(); got != id {
 		t.Fatalf("B holds worker ID %d, want A's, %d", got, id)
 	}
