@@ -227,18 +227,34 @@ func leaseHeld(t testing.TB, js jetstream.JetStream, id int) bool {
 // and its revision.
 func recordedLast(t testing.TB, js jetstream.JetStream, id int) (int64, uint64) {
 	t.Helper()
-	ctx := context.Background()
+	// During a failover JetStream calls time out for a while: retry.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ms, rev, err := readRecordedLast(js, id)
+		if err == nil {
+			return ms, rev
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %s %s: %v", kv.ClocksBucket, workerKey(id), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readRecordedLast(js jetstream.JetStream, id int) (int64, uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	clocks, err := js.KeyValue(ctx, kv.ClocksBucket)
 	if err != nil {
-		t.Fatalf("open %s: %v", kv.ClocksBucket, err)
+		return 0, 0, err
 	}
 	e, err := clocks.Get(ctx, workerKey(id))
 	if err != nil {
-		t.Fatalf("read %s %s: %v", kv.ClocksBucket, workerKey(id), err)
+		return 0, 0, err
 	}
 	ms, err := strconv.ParseInt(string(e.Value()), 10, 64)
 	if err != nil {
-		t.Fatalf("%s %s = %q: %v", kv.ClocksBucket, workerKey(id), e.Value(), err)
+		return 0, 0, fmt.Errorf("%q: %w", e.Value(), err)
 	}
-	return ms, e.Revision()
+	return ms, e.Revision(), nil
 }
