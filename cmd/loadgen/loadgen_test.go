@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -23,6 +24,9 @@ type counterSegments struct{ next int64 }
 var _ vending.Segments = (*counterSegments)(nil)
 
 func (c *counterSegments) TryTake(tag string, dst []int64, n int) ([]int64, bool, error) {
+	if tag != "order" {
+		return dst, false, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
 	for range n {
 		c.next++
 		dst = append(dst, c.next)
@@ -128,6 +132,16 @@ func TestRunFailsOnDuplicates(t *testing.T) {
 	r, code, stderr := runJSON(t, "-url", s.ClientURL(), "-n", "10", "-c", "2")
 	if code != exitFail || r["dups"] != 9.0 || !strings.Contains(stderr, "duplicate") {
 		t.Fatalf("exit %d, dups %v, stderr %q; want exit 1 and 9 dups", code, r["dups"], stderr)
+	}
+}
+
+// A 404 cannot be helped by asking again: each goroutine stops at its
+// first, and the run says what the service said.
+func TestRunStopsAtNotFound(t *testing.T) {
+	s := vendor(t)
+	r, code, stderr := runJSON(t, "-url", s.ClientURL(), "-mode", "segment", "-tag", "nope", "-n", "1000", "-c", "2")
+	if code != exitFail || r["errors"] != 2.0 || !strings.Contains(stderr, "add it with: vendor tags add nope") {
+		t.Fatalf("exit %d, errors %v, stderr %q; want exit 1, 2 errors and the service's message", code, r["errors"], stderr)
 	}
 }
 

@@ -168,7 +168,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: FAIL: %d duplicate and %d non-positive IDs\n", r.Dups, r.Invalid)
 		return exitFail
 	case r.Requests == 0:
-		fmt.Fprintln(stderr, "loadgen: FAIL: no request succeeded")
+		fmt.Fprintf(stderr, "loadgen: FAIL: no request succeeded; the first error: %s\n", r.FirstError)
 		return exitFail
 	}
 	return exitOK
@@ -177,13 +177,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // worker is one goroutine's results. Only its goroutine writes hist and
 // ids; the counters are atomic for the progress line.
 type worker struct {
-	hist   histogram
-	ids    []int64   // the chunk being filled
-	full   [][]int64 // filled chunks: no large copy as the IDs grow
-	errs   map[string]int64
-	done   atomic.Int64 // successful requests
-	failed atomic.Int64
-	_      [64]byte // keep the next worker's counters off this cache line
+	hist     histogram
+	ids      []int64   // the chunk being filled
+	full     [][]int64 // filled chunks: no large copy as the IDs grow
+	errs     map[string]int64
+	firstErr string       // the first error's message
+	done     atomic.Int64 // successful requests
+	failed   atomic.Int64
+	_        [64]byte // keep the next worker's counters off this cache line
 }
 
 // take is one request: one Next, or one NextN of the batch.
@@ -276,6 +277,12 @@ func (w *worker) loop(ctx context.Context, cfg config, do take, tickets *atomic.
 			}
 			w.errs[errorCode(err)]++
 			w.failed.Add(1)
+			if w.firstErr == "" {
+				w.firstErr = err.Error()
+			}
+			if errors.Is(err, vending.ErrBadRequest) || errors.Is(err, vending.ErrNotFound) {
+				return // asking again cannot help: the run says why
+			}
 			continue
 		}
 		w.hist.record(uint64(time.Since(began)))
@@ -363,6 +370,7 @@ type report struct {
 	Invalid      int              `json:"invalid"`
 	Errors       int64            `json:"errors"`
 	ErrorsByCode map[string]int64 `json:"errors_by_code"`
+	FirstError   string           `json:"first_error,omitempty"`
 	P50us        float64          `json:"p50_us"`
 	P90us        float64          `json:"p90_us"`
 	P99us        float64          `json:"p99_us"`
@@ -384,6 +392,9 @@ func summarize(cfg config, workers []*worker, elapsed time.Duration) *report {
 		total += len(w.ids)
 		for _, c := range w.full {
 			total += len(c)
+		}
+		if r.FirstError == "" {
+			r.FirstError = w.firstErr
 		}
 		for code, n := range w.errs {
 			r.ErrorsByCode[code] += n
@@ -438,6 +449,9 @@ func (r *report) print(w io.Writer) {
 	}
 	sort.Strings(codes)
 	fmt.Fprintf(w, "errors    %d  %s\n", r.Errors, strings.Join(codes, ", "))
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "          first: %s\n", r.FirstError)
+	}
 	fmt.Fprintf(w, "dups      %d  (non-positive: %d)\n", r.Dups, r.Invalid)
 }
 
