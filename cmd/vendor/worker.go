@@ -18,9 +18,9 @@ import (
 )
 
 // offsetClock is the system clock shifted by an offset: a test hook for
-// clock faults (LEAF_TEST_CLOCK_OFFSET, and LEAF_TEST_CLOCK_OFFSET_FILE to step it in
-// a running vendor). time.Time.Add keeps the monotonic reading, so lease
-// deadlines stay immune to the shift.
+// clock faults (LEAF_TEST_CLOCK_OFFSET, and LEAF_TEST_CLOCK_OFFSET_FILE to
+// step it in a running vendor). time.Time.Add keeps the monotonic reading,
+// so lease deadlines stay immune to the shift.
 type offsetClock struct{ d atomic.Int64 }
 
 func (c *offsetClock) Now() time.Time        { return time.Now().Add(time.Duration(c.d.Load())) }
