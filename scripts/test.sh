@@ -54,6 +54,12 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
 	apt_install chromium
 fi
 
+# compose.yaml is validated by Docker Compose itself (no engine needed).
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+	log "docker compose not found; installing docker-compose to validate compose.yaml"
+	apt_install docker-compose
+fi
+
 if [ "$(id -u)" = 0 ]; then
 	PG_USER=postgres
 	id -u "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"
