@@ -25,18 +25,13 @@ WORK="$(mktemp -d /tmp/leaf-bench.XXXXXX)"
 chmod 755 "$WORK"
 BIN="$WORK/bin"
 PIDS=()
-PG_DATA=""
-PG_USER=""
-run_pg() {
-	if [ -n "$PG_USER" ]; then runuser -u "$PG_USER" -- "$@"; else "$@"; fi
-}
+# shellcheck source=scripts/postgres.sh
+. scripts/postgres.sh
 cleanup() {
 	local rc=$? pid
 	for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-	if [ -n "$PG_DATA" ] && [ -f "$PG_DATA/postmaster.pid" ]; then
-		run_pg "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1 || true
-	fi
+	pg_stop "$WORK"
 	if [ "$rc" != 0 ]; then
 		log "failed (exit $rc); logs:"
 		tail -n 5 "$WORK"/*.log >&2 2>/dev/null || true
@@ -91,27 +86,10 @@ log "building"
 go build -o "$BIN/" ./cmd/vendor ./cmd/loadgen ./bench/cmd/...
 
 # ---- Postgres (as scripts/test.sh) -------------------------------------
-pg_bindir() {
-	local d
-	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
-		[ -x "$d/initdb" ] && { echo "$d"; return; }
-	done
-	command -v initdb >/dev/null && dirname "$(command -v initdb)"
-	return 0
-}
 PG_BINDIR="${LEAF_TEST_PG_BINDIR:-$(pg_bindir)}"
 [ -n "$PG_BINDIR" ] || { log "PostgreSQL not found (scripts/test.sh installs it)"; exit 1; }
-if [ "$(id -u)" = 0 ]; then
-	PG_USER=postgres
-	id -u "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"
-fi
-PG_DATA="$WORK/pg"
-mkdir -p "$PG_DATA" "$WORK/sock"
-[ -n "$PG_USER" ] && chown "$PG_USER" "$PG_DATA" "$WORK/sock"
-run_pg "$PG_BINDIR/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 >"$WORK/initdb.log" 2>&1
-PG_PORT=$(free_port)
-run_pg "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -w -t 30 -l "$PG_DATA/server.log" \
-	-o "-p $PG_PORT -k $WORK/sock -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null
+pg_unprivileged
+pg_start "$WORK" -c max_connections=200
 PG="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 
 # ---- NATS ----------------------------------------------------------------
