@@ -2,6 +2,7 @@
 package natstest
 
 import (
+	"net"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -47,4 +48,17 @@ func Conn(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// FreePort returns a port on 127.0.0.1 that was free a moment ago, for
+// servers whose address must be known before they start (cluster routes,
+// a Postgres that restarts on the same port).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

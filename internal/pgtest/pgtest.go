@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/lib/pq"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
 )
 
 // Environment variables, set by scripts/test.sh.
@@ -136,7 +137,7 @@ func StartServer(t testing.TB) *Server {
 		s.chown(d)
 	}
 	s.run("initdb", "-D", s.dir, "-U", "postgres", "--auth=trust", "-E", "UTF8")
-	s.port = freePort(t)
+	s.port = natstest.FreePort(t)
 	s.Start()
 	t.Cleanup(func() {
 		// Ignore the error: the test may have stopped the server.
@@ -193,15 +194,4 @@ func (s *Server) chown(path string) {
 	if err := os.Chown(path, uid, gid); err != nil {
 		s.t.Fatal(err)
 	}
-}
-
-// freePort returns a port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +38,7 @@ func startNATSCluster(t testing.TB, n int) *natsCluster {
 	ports := make([]int, n)
 	routes := make([]string, n)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = natstest.FreePort(t)
 		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(ports[i])
 	}
 	c := &natsCluster{}
@@ -59,16 +58,6 @@ func startNATSCluster(t testing.TB, n int) *natsCluster {
 		return err == nil
 	})
 	return c
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // url lists every node's client URL, as LEAF_NATS_URL.
