@@ -17,9 +17,6 @@ import (
 const (
 	DefaultRefresh     = 60 * time.Second
 	DefaultNegativeTTL = time.Second
-	// DefaultWait is short enough that a 503 reaches a client with a
-	// one-second request timeout before the client gives up, and long
-	// enough for a healthy store, which answers in milliseconds.
 	DefaultWait        = 500 * time.Millisecond
 	DefaultLoadTimeout = 5 * time.Second
 	DefaultMaxStep     = 1_000_000
@@ -50,8 +47,11 @@ type Options struct {
 	// found at once. Default 1s: a flood of unknown tags costs each
 	// allocator a few tag-list reads a second.
 	NegativeTTL time.Duration
-	// Wait is how long a request that finds both buffers of its tag empty
-	// waits for a load before it fails with ErrUnavailable. Default 500ms.
+	// Wait is how long a Take may wait for the store in all (the tag's
+	// lookup and its loads) before it fails with ErrUnavailable. Default
+	// 500ms: short enough that the 503 reaches a client with the usual
+	// one-second request timeout before it gives up, long enough for a
+	// healthy store, which answers in milliseconds.
 	Wait time.Duration
 	// LoadTimeout bounds one store call. Default 5s.
 	LoadTimeout time.Duration
@@ -59,9 +59,13 @@ type Options struct {
 	MaxStep int64
 }
 
-func (o *Options) setDefaults() error {
+// withDefaults fills in the defaults and checks o, naming every bad field:
+// as every configuration in this module, Options is a plain struct in which
+// the zero value of a field means its default.
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
 	if o.Store == nil {
-		return errors.New("segment: Options.Store is nil; pass a Postgres or KV store")
+		errs = append(errs, errors.New("Options.Store is nil; pass a Postgres or KV store"))
 	}
 	durations := []struct {
 		name string
@@ -75,14 +79,14 @@ func (o *Options) setDefaults() error {
 	}
 	for _, d := range durations {
 		if *d.d < 0 {
-			return fmt.Errorf("segment: Options.%s is %v; use a positive duration, or 0 for the default %v", d.name, *d.d, d.def)
+			errs = append(errs, fmt.Errorf("Options.%s is %v; use a positive duration, or 0 for the default %v", d.name, *d.d, d.def))
 		}
 		if *d.d == 0 {
 			*d.d = d.def
 		}
 	}
 	if o.MaxStep < 0 {
-		return fmt.Errorf("segment: Options.MaxStep is %d; use a positive step, or 0 for the default %d", o.MaxStep, DefaultMaxStep)
+		errs = append(errs, fmt.Errorf("Options.MaxStep is %d; use a positive step, or 0 for the default %d", o.MaxStep, DefaultMaxStep))
 	}
 	if o.MaxStep == 0 {
 		o.MaxStep = DefaultMaxStep
@@ -93,7 +97,10 @@ func (o *Options) setDefaults() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return nil
+	if err := errors.Join(errs...); err != nil {
+		return o, fmt.Errorf("segment: %w", err)
+	}
+	return o, nil
 }
 
 // Allocator vends IDs for every tag of a Store. It is safe for concurrent
@@ -139,7 +146,8 @@ type call struct {
 // Options.Refresh. A store that cannot be read now is logged, not fatal:
 // tags are then looked up as requests name them. Close stops it.
 func Open(ctx context.Context, opt Options) (*Allocator, error) {
-	if err := opt.setDefaults(); err != nil {
+	opt, err := opt.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	a := &Allocator{opt: opt, log: opt.Logger}
@@ -206,20 +214,21 @@ func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok boo
 }
 
 // Take appends n ascending IDs for tag to dst, waiting for the store when
-// the tag's buffers cannot serve them: up to Options.Wait for each load,
-// and never past ctx. On error dst is returned unchanged; the error wraps
+// the tag's buffers cannot serve them: up to Options.Wait in all, and never
+// past ctx. On error dst is returned unchanged; the error wraps
 // ErrInvalidTag, ErrUnknownTag or ErrUnavailable.
 func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
 	if n < 1 {
 		return dst, errCount(n)
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, a.opt.Wait, errWaited)
+	defer cancel()
 	b, err := a.buffer(ctx, tag)
 	if err != nil {
 		return dst, err
 	}
 	orig := len(dst)
 	need := int64(n)
-	var timer *time.Timer
 	// Until a load succeeds in this call, take all or nothing: a batch
 	// larger than the buffers must not use them up if the store turns out
 	// to be down, or smaller requests that they could serve would fail too.
@@ -240,25 +249,23 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 		b.mu.Unlock()
 		dst = r.appendTo(dst, int(got))
 		if need == 0 {
-			break
+			return dst, nil
 		}
 		if direct {
 			if dst, err = a.takeDirect(ctx, tag, dst, need); err != nil {
-				dst = dst[:orig]
+				return dst[:orig], err
 			}
-			break
+			return dst, nil
 		}
-		if err = a.await(ctx, tag, l, failed, &timer); err != nil {
-			dst = dst[:orig]
-			break
+		if err = a.await(ctx, tag, l, failed); err != nil {
+			return dst[:orig], err
 		}
 		loaded = true
 	}
-	if timer != nil {
-		timer.Stop()
-	}
-	return dst, err
 }
+
+// errWaited is the cause of a Take's context once Options.Wait has passed.
+var errWaited = errors.New("waited too long for the store")
 
 // takeDirect serves need IDs from a segment of exactly that size allocated
 // for this request alone, leaving the tag's buffers as they are: for a
@@ -285,7 +292,7 @@ func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []int64, nee
 // await waits for the load l of tag. A nil l is a load that could not
 // start: the store failed a moment ago (with failed), or the allocator is
 // closed.
-func (a *Allocator) await(ctx context.Context, tag string, l *call, failed error, timer **time.Timer) error {
+func (a *Allocator) await(ctx context.Context, tag string, l *call, failed error) error {
 	if l == nil {
 		if a.ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
@@ -295,17 +302,13 @@ func (a *Allocator) await(ctx context.Context, tag string, l *call, failed error
 		}
 		return loadError(tag, failed)
 	}
-	if *timer == nil {
-		*timer = time.NewTimer(a.opt.Wait)
-	} else {
-		(*timer).Reset(a.opt.Wait)
-	}
 	select {
 	case <-l.done:
 		return loadError(tag, l.err)
-	case <-(*timer).C:
-		return fmt.Errorf("%w: tag %q: the store did not answer within %v; retry later, and check the store", ErrUnavailable, tag, a.opt.Wait)
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errWaited) {
+			return fmt.Errorf("%w: tag %q: the store did not answer within %v; retry later, and check the store", ErrUnavailable, tag, a.opt.Wait)
+		}
 		return fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, ctx.Err())
 	}
 }

@@ -49,26 +49,72 @@ type Segments interface {
 	Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error)
 }
 
-// Config configures a Service. Zero values mean defaults.
+// Config configures a Service. The zero value of every field means its
+// default (see ClientConfig for why configuration reads this way); Start
+// checks the whole struct.
 type Config struct {
-	Prefix     string
+	// Prefix of the subjects. Default "leaf".
+	Prefix string
+	// QueueGroup the workers share. Default "leaf".
 	QueueGroup string
-	MaxBatch   int
-	Version    string
+	// MaxBatch is the largest count one request may ask for. Default 10000.
+	MaxBatch int
+	// Version the service reports. Default "0.1.0".
+	Version string
 	// Snowflake serves <prefix>.snowflake when set.
 	Snowflake Snowflake
-	// Epoch of the snowflake IDs, for <prefix>.snowflake.decode.
+	// Epoch of the snowflake IDs, for <prefix>.snowflake.decode. Default
+	// snowflake.DefaultEpoch.
 	Epoch int64
-	// Segments serves <prefix>.segment.<tag> when set.
+	// Segments serves <prefix>.segment.<tag> when set. It bounds how long a
+	// request waits for its store itself (segment.Options.Wait).
 	Segments Segments
-	// SegmentWait bounds a segment request that has to wait for a load.
-	SegmentWait time.Duration
 	// Stats, when set, adds its value to the service's stats replies
 	// ($SRV.STATS.leaf).
 	Stats func() any
 	// Observer, when set, is told about every request.
 	Observer Observer
-	Logger   *slog.Logger
+	// Logger receives subscription errors and internal errors. Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.QueueGroup == "" {
+		c.QueueGroup = DefaultQueueGroup
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Version == "" {
+		c.Version = "0.1.0"
+	}
+	if c.Epoch == 0 {
+		c.Epoch = snowflake.DefaultEpoch
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = noObserver{}
+	}
+	var errs []error
+	if c.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("max batch %d must be at least 1", c.MaxBatch))
+	}
+	if err := ValidatePrefix(c.Prefix); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Snowflake == nil && c.Segments == nil {
+		errs = append(errs, errors.New("nothing to serve: neither snowflake nor segments configured"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("vending: %w", err)
+	}
+	return c, nil
 }
 
 // Request kinds, as Observer sees them.
@@ -110,37 +156,9 @@ type Service struct {
 
 // Start validates c and adds the service and its endpoints to nc.
 func Start(nc *nats.Conn, c Config) (*Service, error) {
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
-	if c.QueueGroup == "" {
-		c.QueueGroup = DefaultQueueGroup
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
-	}
-	if c.Version == "" {
-		c.Version = "0.1.0"
-	}
-	if c.Epoch == 0 {
-		c.Epoch = snowflake.DefaultEpoch
-	}
-	if c.SegmentWait == 0 {
-		c.SegmentWait = 2 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Observer == nil {
-		c.Observer = noObserver{}
-	}
-	switch {
-	case c.MaxBatch < 1:
-		return nil, fmt.Errorf("vending: max batch %d must be at least 1", c.MaxBatch)
-	case ValidatePrefix(c.Prefix) != nil:
-		return nil, fmt.Errorf("vending: %w", ValidatePrefix(c.Prefix))
-	case c.Snowflake == nil && c.Segments == nil:
-		return nil, errors.New("vending: nothing to serve: neither snowflake nor segments configured")
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	s := &Service{cfg: c, log: c.Logger, obs: c.Observer}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -312,10 +330,8 @@ func (s *Service) slowSegment(req micro.Request, src Segments, tag string, n int
 }
 
 func (s *Service) takeSlow(req micro.Request, src Segments, tag string, n int, start time.Time) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.SegmentWait)
-	defer cancel()
 	var b scratch
-	ids, err := src.Take(ctx, tag, nil, n)
+	ids, err := src.Take(s.ctx, tag, nil, n)
 	if err != nil {
 		s.fail(req, ModeSegment, tag, err, start)
 		return
