@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,9 +70,9 @@ func startSegmentVendor(t testing.TB, s *server.Server, tags ...string) {
 	}
 }
 
-func newClient(t testing.TB, nc *nats.Conn, opts ...vending.ClientOption) *vending.Client {
+func newClient(t testing.TB, nc *nats.Conn, cfg vending.ClientConfig) *vending.Client {
 	t.Helper()
-	c, err := vending.NewClient(nc, opts...)
+	c, err := vending.NewClient(nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestClientSnowflakeAndSegment(t *testing.T) {
 	s := natstest.Server(t)
 	startVendor(t, s)
 	startSegmentVendor(t, s, "order")
-	c := newClient(t, natstest.Conn(t, s))
+	c := newClient(t, natstest.Conn(t, s), vending.ClientConfig{})
 	ctx := ctxT(t)
 
 	id, err := c.Next(ctx)
@@ -179,7 +180,7 @@ func TestClientRejectsLocally(t *testing.T) {
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
 	count := responder(t, nc, "leaf.>", func(int, *nats.Msg) *nats.Msg { return idsReply(1) })
-	c := newClient(t, nc, vending.WithMaxBatch(100))
+	c := newClient(t, nc, vending.ClientConfig{MaxBatch: 100})
 	for _, n := range []int{0, -1, 101} {
 		if _, err := c.NextN(t.Context(), n); !errors.Is(err, vending.ErrBadRequest) {
 			t.Errorf("NextN(%d): %v, want ErrBadRequest", n, err)
@@ -198,27 +199,32 @@ func TestClientRejectsLocally(t *testing.T) {
 func TestNewClientValidates(t *testing.T) {
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
-	for name, opt := range map[string]vending.ClientOption{
-		"wildcard prefix":   vending.WithPrefix("leaf.*"),
-		"empty prefix":      vending.WithPrefix(""),
-		"edge dot":          vending.WithPrefix("leaf."),
-		"zero timeout":      vending.WithTimeout(0),
-		"negative retries":  vending.WithRetries(-1),
-		"backoff backwards": vending.WithBackoff(time.Second, time.Millisecond),
-		"zero max batch":    vending.WithMaxBatch(0),
-		"prefetch too big":  vending.WithPrefetch(16*vending.DefaultMaxBatch+1, 10),
-		"low water at size": vending.WithPrefetch(100, 100),
-		"negative low":      vending.WithPrefetch(100, -1),
+	for name, cfg := range map[string]vending.ClientConfig{
+		"wildcard prefix":    {Prefix: "leaf.*"},
+		"edge dot":           {Prefix: "leaf."},
+		"negative timeout":   {Timeout: -time.Second},
+		"backoff backwards":  {BackoffMin: time.Second, BackoffMax: time.Millisecond},
+		"negative max batch": {MaxBatch: -1},
+		"prefetch too big":   {Prefetch: 16*vending.DefaultMaxBatch + 1, LowWater: 10},
+		"low water at size":  {Prefetch: 100, LowWater: 100},
+		"negative low":       {Prefetch: 100, LowWater: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if c, err := vending.NewClient(nc, opt); err == nil {
+			if c, err := vending.NewClient(nc, cfg); err == nil {
 				c.Close()
 				t.Fatal("accepted")
 			}
 		})
 	}
-	if _, err := vending.NewClient(nil); err == nil {
+	if _, err := vending.NewClient(nil, vending.ClientConfig{}); err == nil {
 		t.Fatal("nil connection accepted")
+	}
+	// Every bad field is named at once.
+	_, err := vending.NewClient(nc, vending.ClientConfig{Prefix: "a b", Timeout: -1, MaxBatch: -1})
+	for _, want := range []string{"prefix", "timeout", "max batch"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("three bad fields: %v; want %q named", err, want)
+		}
 	}
 }
 
@@ -246,7 +252,7 @@ func TestClientRetries(t *testing.T) {
 				}
 				return idsReply(7)
 			})
-			c := newClient(t, nc, vending.WithRetries(tc.retries), vending.WithBackoff(time.Millisecond, 5*time.Millisecond))
+			c := newClient(t, nc, vending.ClientConfig{Retries: tc.retries, BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond})
 			order, _ := c.Segment("order")
 			id, err := order.Next(ctxT(t))
 			switch {
@@ -269,8 +275,8 @@ func TestClientRetries(t *testing.T) {
 func TestClientRetriesNoReply(t *testing.T) {
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
-	c := newClient(t, nc, vending.WithRetries(2), vending.WithTimeout(20*time.Millisecond),
-		vending.WithBackoff(time.Millisecond, 2*time.Millisecond))
+	c := newClient(t, nc, vending.ClientConfig{Retries: 2, Timeout: 20 * time.Millisecond,
+		BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 
 	_, err := c.Next(ctxT(t))
 	if !errors.Is(err, vending.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
@@ -298,10 +304,10 @@ func TestPrefetchConcurrentUnique(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
 		size, lowWater, perReq int
-		opts                   []vending.ClientOption
+		maxBatch               int
 	}{
-		{"one request per refill", 500, 100, 500, nil},
-		{"parallel requests past the max batch", 1000, 300, 100, []vending.ClientOption{vending.WithMaxBatch(100)}},
+		{"one request per refill", 500, 100, 500, 0},
+		{"parallel requests past the max batch", 1000, 300, 100, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := natstest.Server(t)
@@ -319,7 +325,7 @@ func TestPrefetchConcurrentUnique(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer spy.Unsubscribe()
-			c := newClient(t, nc, append(tc.opts, vending.WithPrefetch(tc.size, tc.lowWater))...)
+			c := newClient(t, nc, vending.ClientConfig{MaxBatch: tc.maxBatch, Prefetch: tc.size, LowWater: tc.lowWater})
 			order, _ := c.Segment("order")
 
 			const goroutines, each = 32, 2000
@@ -380,7 +386,7 @@ func TestPrefetchSurfacesRefillErrors(t *testing.T) {
 		}
 		return &nats.Msg{Data: vending.AppendBinary(nil, ids)}
 	})
-	c := newClient(t, nc, vending.WithPrefetch(100, 10), vending.WithRetries(0))
+	c := newClient(t, nc, vending.ClientConfig{Prefetch: 100, LowWater: 10, Retries: -1})
 	ctx := ctxT(t)
 
 	if id, err := c.Next(ctx); err != nil || id != 1 {
@@ -423,7 +429,7 @@ func TestCloseStopsRefillInFlight(t *testing.T) {
 		arrived <- struct{}{}
 		return nil // never answers: the refill waits for its timeout
 	})
-	c, err := vending.NewClient(nc, vending.WithPrefetch(10, 1), vending.WithTimeout(time.Hour))
+	c, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: 10, LowWater: 1, Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +453,7 @@ func TestCloseStopsRefillInFlight(t *testing.T) {
 func TestPrefetchNextN(t *testing.T) {
 	s := natstest.Server(t)
 	startSegmentVendor(t, s, "order")
-	c := newClient(t, natstest.Conn(t, s), vending.WithPrefetch(100, 50))
+	c := newClient(t, natstest.Conn(t, s), vending.ClientConfig{Prefetch: 100, LowWater: 50})
 	order, _ := c.Segment("order")
 	ctx := ctxT(t)
 	if id, err := order.Next(ctx); err != nil || id != 1 {
@@ -466,7 +472,7 @@ func TestPrefetchNextN(t *testing.T) {
 func BenchmarkClientNextPrefetch(b *testing.B) {
 	s := natstest.Server(b)
 	startSegmentVendor(b, s, "order")
-	c := newClient(b, natstest.Conn(b, s), vending.WithPrefetch(vending.DefaultMaxBatch, vending.DefaultMaxBatch/2))
+	c := newClient(b, natstest.Conn(b, s), vending.ClientConfig{Prefetch: vending.DefaultMaxBatch, LowWater: vending.DefaultMaxBatch / 2})
 	order, _ := c.Segment("order")
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
@@ -495,7 +501,7 @@ func BenchmarkClientNextPrefetch(b *testing.B) {
 func BenchmarkClientNextN1000(b *testing.B) {
 	s := natstest.Server(b)
 	startSegmentVendor(b, s, "order")
-	c := newClient(b, natstest.Conn(b, s))
+	c := newClient(b, natstest.Conn(b, s), vending.ClientConfig{})
 	order, _ := c.Segment("order")
 	ctx := context.Background()
 	b.ReportAllocs()

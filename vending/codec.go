@@ -2,7 +2,6 @@ package vending
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 )
@@ -15,9 +14,6 @@ const (
 	// EncodingBinary: each ID as 8 bytes, big-endian, ascending.
 	EncodingBinary = "binary"
 )
-
-// ErrBadCount is wrapped by ParseCount.
-var ErrBadCount = errors.New("bad count")
 
 // ParseCount parses a request body: empty (or only white space) means 1,
 // otherwise an ASCII decimal in 1..max with optional surrounding white space.
@@ -81,9 +77,6 @@ func AppendBinary(dst []byte, ids []int64) []byte {
 	}
 	return dst
 }
-
-// ErrBadReply is wrapped by the reply decoders.
-var ErrBadReply = errors.New("vending: malformed reply")
 
 // DecodeText appends the IDs of a text reply to dst.
 func DecodeText(dst []int64, body []byte) ([]int64, error) {

@@ -4,7 +4,7 @@
 //
 // # Subjects
 //
-// With the default prefix "leaf" (LEAF_SUBJECT_PREFIX, WithPrefix):
+// With the default prefix "leaf" (LEAF_SUBJECT_PREFIX, ClientConfig.Prefix):
 //
 //	leaf.snowflake          snowflake IDs
 //	leaf.segment.<tag>      segment IDs of business tag <tag>
@@ -42,7 +42,7 @@
 // IDs; Client.Segment(tag) returns a Source with the same methods for a
 // segment tag:
 //
-//	c, err := vending.NewClient(nc, vending.WithTimeout(time.Second))
+//	c, err := vending.NewClient(nc, vending.ClientConfig{Timeout: time.Second})
 //	...
 //	defer c.Close()
 //	id, err := c.Next(ctx)
@@ -50,11 +50,12 @@
 //	ids, err := orders.NextN(ctx, 100)
 //
 // Requests that fail with a 503, a timeout or no responders are retried with
-// exponential backoff and jitter (WithRetries, WithBackoff); a 400, 404 or
+// exponential backoff and jitter (ClientConfig.Retries, BackoffMin and
+// BackoffMax); a 400, 404 or
 // 500 is returned at once. Counts outside 1..max batch and malformed tags are
 // refused without a request.
 //
-// WithPrefetch(size, lowWater) gives each Source a local buffer: Next takes
+// ClientConfig.Prefetch (with LowWater) gives each Source a local buffer: Next takes
 // an ID from memory under a mutex, and when the buffer holds lowWater IDs or
 // fewer, one background goroutine per Source asks for size more in the
 // binary encoding, while callers keep taking from what is left. A refill

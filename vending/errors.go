@@ -2,6 +2,7 @@ package vending
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -12,8 +13,56 @@ import (
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
-// ErrBadID is wrapped for a decode request that is not a positive ID.
-var ErrBadID = errors.New("bad ID")
+// Sentinel errors. A *Error (an error reply) matches the one of its code,
+// ErrBadRequest to ErrInternal; the parsers and the client wrap the others.
+var (
+	// ErrBadRequest: the request was malformed (400). Retrying cannot help.
+	ErrBadRequest = errors.New("vending: bad request")
+	// ErrNotFound: the segment tag does not exist (404).
+	ErrNotFound = errors.New("vending: not found")
+	// ErrUnavailable: the service cannot vend now (503), or no worker
+	// answered within the retries. Retrying later may help.
+	ErrUnavailable = errors.New("vending: unavailable")
+	// ErrInternal: a worker failed unexpectedly (500).
+	ErrInternal = errors.New("vending: internal error")
+
+	// ErrBadCount is wrapped by ParseCount (a 400).
+	ErrBadCount = errors.New("vending: bad count")
+	// ErrBadID is wrapped for a decode request that is not a positive ID
+	// (a 400).
+	ErrBadID = errors.New("vending: bad ID")
+	// ErrBadReply is wrapped by the reply decoders.
+	ErrBadReply = errors.New("vending: malformed reply")
+	// ErrClientClosed is returned by calls after Client.Close.
+	ErrClientClosed = errors.New("vending: client closed")
+)
+
+// Error is an error reply of the service: its code (400, 404, 500, 503) and
+// the sentence it sent. Inspect it with errors.As, or match a code with
+// errors.Is(err, ErrNotFound) and the other sentinels.
+type Error struct {
+	Code    int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("vending: error %d: %s", e.Code, e.Message)
+}
+
+// Is matches the sentinel of e's code.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrBadRequest:
+		return e.Code == CodeBadRequest
+	case ErrNotFound:
+		return e.Code == CodeNotFound
+	case ErrUnavailable:
+		return e.Code == CodeUnavailable
+	case ErrInternal:
+		return e.Code == CodeInternal
+	}
+	return false
+}
 
 // Reply codes (the Nats-Service-Error-Code header).
 const (
@@ -31,8 +80,7 @@ func Code(err error) int {
 		return CodeBadRequest
 	case errors.Is(err, segment.ErrUnknownTag):
 		return CodeNotFound
-	case errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrLeaseLost),
-		errors.Is(err, snowflake.ErrClockBackwards), errors.Is(err, snowflake.ErrTimeOverflow),
+	case errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards), errors.Is(err, snowflake.ErrTimeOverflow),
 		errors.Is(err, segment.ErrUnavailable):
 		return CodeUnavailable
 	default:

@@ -50,7 +50,7 @@ func ExampleClient_Segment() {
 	nc, stop := exampleVendor()
 	defer stop()
 
-	c, err := vending.NewClient(nc)
+	c, err := vending.NewClient(nc, vending.ClientConfig{})
 	if err != nil {
 		panic(err)
 	}
@@ -73,7 +73,7 @@ func ExampleClient_Segment() {
 func ExampleError() {
 	nc, stop := exampleVendor()
 	defer stop()
-	c, _ := vending.NewClient(nc)
+	c, _ := vending.NewClient(nc, vending.ClientConfig{})
 	defer c.Close()
 
 	invoices, _ := c.Segment("invoice") // not a tag of this vendor
@@ -89,12 +89,12 @@ func ExampleError() {
 	// true
 }
 
-func ExampleWithPrefetch() {
+func ExampleClientConfig_prefetch() {
 	nc, stop := exampleVendor()
 	defer stop()
 
 	// Keep up to 1000 IDs of each source in memory; refill at 200.
-	c, err := vending.NewClient(nc, vending.WithPrefetch(1000, 200))
+	c, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: 1000, LowWater: 200})
 	if err != nil {
 		panic(err)
 	}

@@ -191,11 +191,14 @@ type worker struct {
 type take func(ctx context.Context, dst []int64) ([]int64, error)
 
 func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*report, error) {
-	opts := []vending.ClientOption{vending.WithTimeout(cfg.timeout), vending.WithRetries(cfg.retries)}
-	if cfg.prefetch > 0 {
-		opts = append(opts, vending.WithPrefetch(cfg.prefetch, cfg.prefetch/2))
+	cc := vending.ClientConfig{Timeout: cfg.timeout, Retries: cfg.retries}
+	if cfg.retries == 0 {
+		cc.Retries = -1 // none
 	}
-	client, err := vending.NewClient(nc, opts...)
+	if cfg.prefetch > 0 {
+		cc.Prefetch, cc.LowWater = cfg.prefetch, cfg.prefetch/2
+	}
+	client, err := vending.NewClient(nc, cc)
 	if err != nil {
 		return nil, err
 	}

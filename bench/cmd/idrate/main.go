@@ -75,7 +75,7 @@ func run(c config) (*result, error) {
 			return nil, err
 		}
 		defer nc.Close()
-		client, err := vending.NewClient(nc, vending.WithPrefetch(c.prefetch, c.prefetch/2))
+		client, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: c.prefetch, LowWater: c.prefetch / 2})
 		if err != nil {
 			return nil, err
 		}
