@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 // Buckets of the worker-ID leases.
@@ -24,19 +26,22 @@ const (
 	ClocksBucket = "leaf_worker_clocks"
 )
 
-// errClockRaced: a worker ID's timestamp changed under a holder's
-// compare-and-set.
-var errClockRaced = errors.New("its last timestamp was written by another writer")
+var (
+	// ErrNoFreeWorkerID is returned by Claim when every worker ID of its
+	// range is held.
+	ErrNoFreeWorkerID = errors.New("kv: every worker ID is held by a live worker")
+	// errClockRaced: a worker ID's timestamp changed under a holder's
+	// compare-and-set.
+	errClockRaced = errors.New("its last timestamp was written by another writer")
+)
 
-// DefaultMaxWait is the least time Claim waits for its clock to pass a
-// worker ID's last timestamp: a clock a few seconds behind (a new host, or
-// an old holder whose clock ran ahead) is waited out, a larger gap refused.
-const DefaultMaxWait = 10 * time.Second
+// listTimeout bounds the listing of held keys, a hint (Create decides): a
+// watcher over keys that expire while it starts may never report that it
+// has sent them all.
+const listTimeout = 2 * time.Second
 
-// ErrNoFreeWorkerID is returned by Claim when all 1,024 worker IDs are held.
-var ErrNoFreeWorkerID = errors.New("kv: every worker ID is held by a live worker")
-
-// LeaseConfig configures Claim. Zero values mean defaults.
+// LeaseConfig configures Claim. The zero value of every field means its
+// default (see workerid.Config for why configuration reads this way).
 type LeaseConfig struct {
 	// TTL of a lease (30s). The bucket's own TTL wins when the bucket
 	// already exists with another one, since the server expires by it.
@@ -46,18 +51,50 @@ type LeaseConfig struct {
 	// Holder describes the claimant in the lease value (host, pid).
 	Holder string
 	// Clock is the generator's clock: timestamps recorded and compared are
-	// in its time.
+	// in its time (snowflake.SystemClock).
 	Clock snowflake.Clock
 	// First and Last bound the worker IDs Claim tries (0 and 0 mean all,
 	// 0..1023), to split the ID space between clusters.
 	First, Last int
 	// MaxWait is how long Claim waits for the clock to pass the previous
 	// holder's last timestamp before giving up (the TTL, at least
-	// DefaultMaxWait).
+	// workerid.DefaultMaxWait).
 	MaxWait time.Duration
 }
 
-// Lease is a claimed worker ID. It implements snowflake.Holder.
+func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
+	var errs []error
+	if c.TTL < 0 {
+		errs = append(errs, fmt.Errorf("TTL %v is negative", c.TTL))
+	}
+	if c.TTL == 0 {
+		c.TTL = 30 * time.Second
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas %d: want 1..5", c.Replicas))
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Clock == nil {
+		c.Clock = snowflake.SystemClock{}
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = max(c.TTL, workerid.DefaultMaxWait)
+	}
+	if c.First == 0 && c.Last == 0 {
+		c.Last = snowflake.MaxWorkerID
+	}
+	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
+		errs = append(errs, fmt.Errorf("worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("kv: lease config: %w", err)
+	}
+	return c, nil
+}
+
+// Lease is a claimed worker ID. It implements workerid.Holder.
 type Lease struct {
 	id       int
 	last     int64 // previous holder's last timestamp
@@ -73,7 +110,7 @@ type Lease struct {
 	recorded int64  // the highest last timestamp written
 }
 
-var _ snowflake.Holder = (*Lease)(nil)
+var _ workerid.Holder = (*Lease)(nil)
 
 type leaseValue struct {
 	Holder  string    `json:"holder"`
@@ -85,25 +122,61 @@ func leaseKey(id int) string { return "worker." + strconv.Itoa(id) }
 // Claim takes a free worker ID: Create on its key is the claim. It then waits
 // until the clock is past the ID's last recorded timestamp and records a
 // first reservation, so the returned lease may vend at once (until Deadline).
+//
+// It starts at a random ID so that concurrent claimants rarely collide. A
+// first pass takes only IDs whose last timestamp the clock has passed; a
+// second one waits (up to MaxWait) for one it has not.
 func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, error) {
-	if c.TTL <= 0 {
-		c.TTL = 30 * time.Second
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if c.Replicas <= 0 {
-		c.Replicas = 1
+	cl, err := newClaimer(ctx, js, c)
+	if err != nil {
+		return nil, err
 	}
-	if c.Clock == nil {
-		c.Clock = snowflake.SystemClock{}
+	taken, err := cl.held(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if c.MaxWait <= 0 {
-		c.MaxWait = max(c.TTL, DefaultMaxWait)
+	size := c.Last - c.First + 1
+	start := rand.IntN(size)
+	var behind error
+	for _, wait := range []time.Duration{0, c.MaxWait} {
+		for i := range size {
+			id := c.First + (start+i)%size
+			if taken[id] {
+				continue
+			}
+			l, err := cl.try(ctx, id, wait)
+			switch {
+			case err == nil:
+				return l, nil
+			case errors.Is(err, jetstream.ErrKeyExists):
+				taken[id] = true
+			case errors.Is(err, workerid.ErrClockBehind):
+				behind = err
+			default:
+				return nil, err
+			}
+		}
 	}
-	if c.First == 0 && c.Last == 0 {
-		c.Last = snowflake.MaxWorkerID
+	if behind != nil {
+		return nil, fmt.Errorf("kv: no free worker ID in %d..%d whose last timestamp this clock has passed: %w", c.First, c.Last, behind)
 	}
-	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
-		return nil, fmt.Errorf("kv: worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID)
-	}
+	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
+		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, cl.ttl)
+}
+
+// claimer is one Claim's view of the buckets.
+type claimer struct {
+	cfg            LeaseConfig
+	leases, clocks jetstream.KeyValue
+	ttl            time.Duration // the lease bucket's
+	value          []byte
+}
+
+func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*claimer, error) {
 	leases, ttl, err := workerBuckets(ctx, js, c)
 	if err != nil {
 		return nil, err
@@ -113,72 +186,52 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 		return nil, fmt.Errorf("kv: open bucket %s: %w", ClocksBucket, err)
 	}
 	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
-	l := &Lease{ttl: ttl, value: value, clock: c.Clock, leases: leases, clocks: clocks}
+	return &claimer{cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value}, nil
+}
 
-	// The keys held are a hint (Create decides), so the listing is bounded:
-	// a watcher over keys that expire while it starts may never report
-	// that it has sent them all.
-	taken := map[string]bool{}
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	keys, err := leases.ListKeys(lctx)
-	if err == nil {
-		for k := range keys.Keys() {
-			taken[k] = true
+// held returns the worker IDs whose lease keys exist, as far as a bounded
+// listing finds them: a hint that saves a Create per held ID.
+func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
+	taken := map[int]bool{}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	keys, err := cl.leases.ListKeys(lctx)
+	if err != nil {
+		return taken, ctx.Err() // only the caller's end is an error
+	}
+	for k := range keys.Keys() {
+		if id, err := strconv.Atoi(strings.TrimPrefix(k, "worker.")); err == nil {
+			taken[id] = true
 		}
 	}
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
+	return taken, nil
+}
+
+// try claims worker ID id if its last timestamp is at most wait ahead of the
+// clock. The wait comes before the claim: it needs no lease, and a long one
+// would outlive it. It fails with jetstream.ErrKeyExists when id is held and
+// workerid.ErrClockBehind when the wait would be longer.
+func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease, error) {
+	last, _, err := readClock(ctx, cl.clocks, id)
+	if err != nil {
+		return nil, err
 	}
-	// Start at a random ID so that concurrent claimants rarely collide. A
-	// first pass takes only IDs whose last timestamp the clock has passed;
-	// a second one waits (up to MaxWait) for one it has not. The wait comes
-	// before the claim: it needs no lease, and a long one would outlive it.
-	size := c.Last - c.First + 1
-	start := rand.IntN(size)
-	var behind error
-	for _, wait := range []time.Duration{0, c.MaxWait} {
-		for i := range size {
-			id := c.First + (start+i)%size
-			if taken[leaseKey(id)] {
-				continue
-			}
-			last, _, err := readClock(ctx, clocks, id)
-			if err != nil {
-				return nil, err
-			}
-			if err := snowflake.WaitPast(ctx, c.Clock, last, wait); err != nil {
-				if !errors.Is(err, snowflake.ErrClockBehind) {
-					return nil, err
-				}
-				behind = fmt.Errorf("worker ID %d: %w", id, err)
-				continue
-			}
-			rev, err := leases.Create(ctx, leaseKey(id), value)
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				taken[leaseKey(id)] = true
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
-			}
-			l.id, l.rev = id, rev
-			err = l.start(ctx, min(c.MaxWait, ttl/2))
-			if err == nil {
-				return l, nil
-			}
-			l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
-			if !errors.Is(err, snowflake.ErrClockBehind) {
-				return nil, err
-			}
-			behind = err
-		}
+	if err := workerid.WaitPast(ctx, cl.cfg.Clock, last, wait); err != nil {
+		return nil, fmt.Errorf("worker ID %d: %w", id, err)
 	}
-	if behind != nil {
-		return nil, fmt.Errorf("kv: no free worker ID in %d..%d whose last timestamp this clock has passed: %w", c.First, c.Last, behind)
+	rev, err := cl.leases.Create(ctx, leaseKey(id), cl.value)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
-		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
+	}
+	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, leases: cl.leases, clocks: cl.clocks}
+	if err := l.start(ctx, min(cl.cfg.MaxWait, cl.ttl/2)); err != nil {
+		l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
+		return nil, err
+	}
+	return l, nil
 }
 
 // workerBuckets opens (or creates) both buckets and returns the lease bucket
@@ -222,7 +275,7 @@ func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) { // created by a concurrent claimant
+		if errors.Is(err, jetstream.ErrBucketExists) { // created by a concurrent process
 			kv, err = js.KeyValue(ctx, cfg.Bucket)
 		}
 	}
@@ -242,7 +295,7 @@ func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if err := snowflake.WaitPast(ctx, l.clock, last, maxWait); err != nil {
+		if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)
 		}
 		l.last, l.clockRev = last, rev
@@ -284,6 +337,9 @@ func (l *Lease) Last() int64 { return l.last }
 // Deadline returns the deadline of the last reservation.
 func (l *Lease) Deadline() time.Time { return l.deadline }
 
+// Where names the bucket of the lease.
+func (l *Lease) Where() string { return WorkersBucket }
+
 // TTL returns the lease TTL in force (the bucket's).
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
@@ -301,7 +357,7 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	rev, err := l.leases.Update(ctx, leaseKey(l.id), l.value, l.rev)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
-			return time.Time{}, fmt.Errorf("%w: worker ID %d expired or was taken: %v", snowflake.ErrLeaseLost, l.id, err)
+			return time.Time{}, fmt.Errorf("%w: worker ID %d expired or was taken: %v", workerid.ErrLeaseLost, l.id, err)
 		}
 		return time.Time{}, fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
 	}
@@ -317,7 +373,7 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 		// though its ack was lost: either way this lease can no longer
 		// tell what is recorded. Give it up (the window stays shut) and
 		// let the holder claim anew.
-		return time.Time{}, fmt.Errorf("%w: worker ID %d: %w", snowflake.ErrLeaseLost, l.id, errClockRaced)
+		return time.Time{}, fmt.Errorf("%w: worker ID %d: %w", workerid.ErrLeaseLost, l.id, errClockRaced)
 	}
 	if err != nil {
 		return time.Time{}, err

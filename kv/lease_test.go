@@ -14,6 +14,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 func newJS(t *testing.T, s *server.Server) jetstream.JetStream {
@@ -165,7 +166,7 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
 	}
 	// The old holder, waking up, cannot renew.
-	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, snowflake.ErrLeaseLost) {
+	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, workerid.ErrLeaseLost) {
 		t.Fatalf("old holder's renewal: %v, want ErrLeaseLost", err)
 	}
 }
@@ -173,33 +174,38 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
-	l := claim(t, js, LeaseConfig{TTL: 2 * time.Second})
-	g := leasedGen(t, l, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- snowflake.Keep(ctx, g, l, l.TTL()/3, nil, nil) }()
+	const ttl = 2 * time.Second
+	k, err := workerid.Open(workerid.Config{Claim: func(ctx context.Context, first, last int) (workerid.Holder, error) {
+		return Claim(ctx, js, LeaseConfig{TTL: ttl, First: first, Last: last})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	select {
+	case <-k.Claimed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no worker ID claimed: %v", k.Status().LastError)
+	}
 
 	s.Shutdown()
 	s.WaitForShutdown()
-	lastDeadline := l.Deadline()
-	stop := time.Now().Add(l.TTL() + 5*time.Second)
+	lastDeadline := k.Status().Deadline
+	stop := time.Now().Add(ttl + 5*time.Second)
 	for {
-		if _, err := g.Next(); errors.Is(err, snowflake.ErrNoLease) {
+		if _, err := k.NextN(nil, 1); errors.Is(err, snowflake.ErrNoLease) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(stop) {
-			t.Fatalf("still vending %v after the server went away (lease TTL %v)", time.Since(stop.Add(-l.TTL()-5*time.Second)), l.TTL())
+			t.Fatalf("still vending %v after the server went away (lease TTL %v)", time.Since(stop.Add(-ttl-5*time.Second)), ttl)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if d := l.Deadline(); d.After(lastDeadline) {
+	if d := k.Status().Deadline; d.After(lastDeadline) {
 		t.Fatalf("deadline moved to %v while the server was down", d)
 	}
-	cancel()
-	<-done
 }
 
 // A holder whose clock stepped back renews with deadlines behind the IDs it
@@ -266,7 +272,7 @@ func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
 	}
 	// With only that ID left, the claim is refused with the reason.
 	_, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute, First: l.ID(), Last: l.ID()})
-	if !errors.Is(err, snowflake.ErrClockBehind) {
+	if !errors.Is(err, workerid.ErrClockBehind) {
 		t.Fatalf("claim of the ID an hour ahead: %v, want ErrClockBehind", err)
 	}
 }
@@ -306,7 +312,7 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 	if _, err := clocks.Put(context.Background(), leaseKey(5), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, snowflake.ErrLeaseLost) {
+	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, workerid.ErrLeaseLost) {
 		t.Fatalf("Renew after the timestamp changed under it: %v, want ErrLeaseLost", err)
 	}
 }

@@ -49,21 +49,15 @@ type segmentRow struct {
 // NewSegmentStore opens the bucket, creating it with replicas copies when
 // it is missing.
 func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) (*SegmentStore, error) {
-	kv, err := js.KeyValue(ctx, SegmentBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      SegmentBucket,
-			Description: "leaf-nats segment rows: key = tag, value = max_id and step",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) { // another process won
-			kv, err = js.KeyValue(ctx, SegmentBucket)
-		}
-	}
+	kv, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      SegmentBucket,
+		Description: "leaf-nats segment rows: key = tag, value = max_id and step",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", SegmentBucket, err)
+		return nil, err
 	}
 	return &SegmentStore{kv: kv}, nil
 }

@@ -67,6 +67,7 @@ if [ -z "${LEAF_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 go vet ./...
+go vet -tags e2e ./cmd/vendor ./test/... # the fault tests' build of the vendor
 unformatted="$(gofmt -l .)"
 [ -z "$unformatted" ] || { log "gofmt needed: $unformatted"; exit 1; }
 # The whole-process fault tests write one summary line per scenario here.

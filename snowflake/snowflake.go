@@ -129,16 +129,17 @@ type Generator struct {
 	backwardWaited  atomic.Int64
 }
 
-// New validates s and returns a generator.
+// New checks s, naming every bad setting at once, and returns a generator.
 func New(s Settings) (*Generator, error) {
+	var errs []error
 	if s.Epoch == 0 {
 		s.Epoch = DefaultEpoch
 	}
 	if s.Epoch < 0 {
-		return nil, fmt.Errorf("%w: epoch %d is negative", ErrSettings, s.Epoch)
+		errs = append(errs, fmt.Errorf("epoch %d is negative", s.Epoch))
 	}
 	if s.WorkerID < 0 || s.WorkerID > MaxWorkerID {
-		return nil, fmt.Errorf("%w: worker ID %d is outside 0..%d", ErrSettings, s.WorkerID, MaxWorkerID)
+		errs = append(errs, fmt.Errorf("worker ID %d is outside 0..%d", s.WorkerID, MaxWorkerID))
 	}
 	if s.Clock == nil {
 		s.Clock = SystemClock{}
@@ -153,7 +154,10 @@ func New(s Settings) (*Generator, error) {
 		s.SeqStart = rand.Uint32N
 	}
 	if now := s.Clock.Now().UnixMilli(); now < s.Epoch {
-		return nil, fmt.Errorf("%w: epoch %d is after the clock's time %d", ErrSettings, s.Epoch, now)
+		errs = append(errs, fmt.Errorf("epoch %d is after the clock's time %d", s.Epoch, now))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSettings, err)
 	}
 	return &Generator{
 		epoch:       s.Epoch,

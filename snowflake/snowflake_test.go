@@ -3,6 +3,7 @@ package snowflake
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,12 @@ func TestNewInvalidSettings(t *testing.T) {
 				t.Fatalf("New(%+v) = %v, want ErrSettings", tc.s, err)
 			}
 		})
+	}
+	_, err := New(Settings{WorkerID: -1, Epoch: -5, Clock: clock})
+	for _, want := range []string{"worker ID -1", "epoch -5"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with two bad settings: %v; want %q named", err, want)
+		}
 	}
 }
 

@@ -51,19 +51,13 @@ type Config struct {
 	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
 	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
-
-	hooks testHooks // read separately: not configuration
 }
 
 const envPrefix = "LEAF"
 
 func loadConfig() (Config, error) {
 	var c Config
-	err := envconfig.Process(envPrefix, &c)
-	if err == nil {
-		err = envconfig.Process(envPrefix, &c.hooks)
-	}
-	if err != nil {
+	if err := envconfig.Process(envPrefix, &c); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
 			return c, fmt.Errorf("%s %q: want %s", pe.KeyName, pe.Value, kindOf(pe.TypeName))
@@ -82,14 +76,6 @@ func kindOf(typeName string) string {
 		return "a whole number"
 	}
 	return "a " + typeName
-}
-
-// testHooks are settings for the fault tests only, not listed by -h.
-type testHooks struct {
-	// ClockOffset shifts the snowflake clock; ClockOffsetFile holds a
-	// shift (e.g. -10s) re-read every 20ms, to step a running vendor's clock.
-	ClockOffset     time.Duration `envconfig:"TEST_CLOCK_OFFSET"`
-	ClockOffsetFile string        `envconfig:"TEST_CLOCK_OFFSET_FILE"`
 }
 
 // validate checks everything that can be checked before connecting.
@@ -147,6 +133,15 @@ func (c Config) staticWorkerID() (int, error) {
 		return -1, fmt.Errorf("LEAF_WORKER_ID %q: want 0..%d, or unset to claim one from KV", c.WorkerID, snowflake.MaxWorkerID)
 	}
 	return id, nil
+}
+
+// maxBackward maps LEAF_CLOCK_TOLERANCE to the generator's setting, where 0
+// means the default: a tolerance of 0 waits out nothing.
+func (c Config) maxBackward() time.Duration {
+	if c.ClockTolerance == 0 {
+		return -1
+	}
+	return c.ClockTolerance
 }
 
 func (c Config) workerFile(id int) string {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/segment"
-	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 // vendorState assembles what the status page, the micro stats handler,
@@ -16,7 +16,7 @@ import (
 type vendorState struct {
 	instance string
 	started  time.Time
-	w        *worker
+	keeper   *workerid.Keeper
 	segs     *segments
 	// connected reports whether the service's NATS connection is up.
 	connected func() bool
@@ -27,12 +27,12 @@ type vendorState struct {
 	rowErr string
 }
 
-func newVendorState(w *worker, segs *segments, connected func() bool) *vendorState {
+func newVendorState(keeper *workerid.Keeper, segs *segments, connected func() bool) *vendorState {
 	host, _ := os.Hostname()
 	return &vendorState{
 		instance:  fmt.Sprintf("%s/%d", host, os.Getpid()),
 		started:   time.Now().UTC(),
-		w:         w,
+		keeper:    keeper,
 		segs:      segs,
 		connected: connected,
 	}
@@ -48,6 +48,15 @@ type status struct {
 	Worker   workerStatus  `json:"worker"`
 	Clock    clockStatus   `json:"clock"`
 	Segments segmentStatus `json:"segments"`
+}
+
+// workerInfo describes the worker ID held last.
+type workerInfo struct {
+	ID       int       `json:"id"`
+	Mode     string    `json:"mode"` // "kv-lease" or "static"
+	Where    string    `json:"where"`
+	PrevLast int64     `json:"previous_last_ms"`
+	Claimed  time.Time `json:"claimed"`
 }
 
 type workerStatus struct {
@@ -113,20 +122,17 @@ func toRange(s segment.Segment) segRange { return segRange{s.Start, s.Value, s.E
 // seconds, so a page refreshing every second costs the store little).
 func (v *vendorState) snapshot(withRows bool) status {
 	s := status{Instance: v.instance, Started: v.started, Now: time.Now().UTC()}
-	g := v.w.slot.Get()
+	ks := v.keeper.Status()
 	s.Worker = workerStatus{
-		workerInfo:      v.w.workerInfo(),
-		Held:            g != nil,
-		Deadline:        v.w.stats.Deadline().UTC(),
-		LastReportedMs:  v.w.stats.Deadline().UnixMilli(),
-		Renewals:        v.w.stats.Renewals.Load(),
-		RenewalFailures: v.w.stats.Failures.Load(),
+		workerInfo:      workerInfo{ks.ID, ks.Mode, ks.Where, ks.PrevLast, ks.Claimed},
+		Held:            ks.Held,
+		Deadline:        ks.Deadline.UTC(),
+		LastReportedMs:  ks.Deadline.UnixMilli(),
+		LastIDMs:        ks.LastIDMs,
+		Renewals:        ks.Renewals,
+		RenewalFailures: ks.RenewalFailures,
 	}
-	cs := v.w.clockStats()
-	s.Clock = clockStatus{cs.BackwardSteps, cs.BackwardRefused, cs.BackwardWaited}
-	if g != nil {
-		s.Worker.LastIDMs = g.Last()
-	}
+	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
 	s.Segments = segmentStatus{Store: v.segs.kind, StoreUp: v.segs.alloc.StoreUp()}
 	buffered := false
 	for _, t := range v.segs.alloc.Snapshot() {
@@ -149,7 +155,7 @@ func (v *vendorState) snapshot(withRows bool) status {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
 	}
 	s.NATS = v.connected()
-	s.Ready = s.NATS && s.Worker.Held && time.Now().Before(v.w.stats.Deadline()) &&
+	s.Ready = s.NATS && s.Worker.Held && time.Now().Before(ks.Deadline) &&
 		(s.Segments.StoreUp || buffered)
 	return s
 }
@@ -172,18 +178,4 @@ func (v *vendorState) storeRows() ([]rowStatus, string) {
 		}
 	}
 	return v.rows, v.rowErr
-}
-
-// clockStats adds up the clock counters of every generator this worker had.
-func (w *worker) clockStats() snowflake.Stats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := w.clockBase
-	if g := w.slot.Get(); g != nil {
-		cur := g.Stats()
-		s.BackwardSteps += cur.BackwardSteps
-		s.BackwardRefused += cur.BackwardRefused
-		s.BackwardWaited += cur.BackwardWaited
-	}
-	return s
 }

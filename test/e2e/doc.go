@@ -1,5 +1,6 @@
 // Package e2e holds whole-process tests of leaf-nats: real vendor binaries
-// (built once per test run by TestMain with go build ./cmd/vendor), run as
+// (built once per test run by TestMain with go build -tags e2e ./cmd/vendor,
+// which adds the clock hooks below and nothing else), run as
 // subprocesses against nats-servers embedded in the test process (one node,
 // or a three-node JetStream cluster) and, for segments, real Postgres from
 // internal/pgtest. Every scenario tries hard to make the service hand out an
@@ -18,7 +19,8 @@
 //   - TestPostgresOutage: Postgres stopped for 30s under segment load:
 //     buffers, then 503s (never a hang), then recovery.
 //   - TestClockStepBack, TestClockBehindAtCrash, TestRestartWithFutureTimestamp:
-//     clock faults through the vendor's LEAF_TEST_CLOCK_OFFSET(_FILE) test hooks.
+//     clock faults through LEAF_TEST_CLOCK_OFFSET(_FILE), which only the e2e
+//     build of the vendor reads (cmd/vendor/clock_e2e.go).
 //   - TestWorkerIDExhaustion, TestConcurrentFirstStarts: 1,025 claims for
 //     1,024 worker IDs; 20 vendors starting at once.
 //   - TestHostileRequests: malformed counts, tags and subjects against

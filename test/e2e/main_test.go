@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// vendorBin is the vendor binary TestMain builds for the whole run: the one
-// piece of state the tests share, written before any test starts.
+// vendorBin is the vendor binary TestMain builds for the whole run (with
+// -tags e2e): the one piece of state the tests share, written before any
+// test starts.
 var vendorBin string
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
@@ -24,7 +25,9 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	vendorBin = filepath.Join(dir, "vendor")
-	args := []string{"build", "-o", vendorBin}
+	// The e2e build tag adds the clock hooks the clock-fault tests step
+	// (cmd/vendor/clock_e2e.go); the binary users run has none.
+	args := []string{"build", "-tags", "e2e", "-o", vendorBin}
 	if os.Getenv("LEAF_E2E_VENDOR_RACE") == "1" {
 		args = append(args, "-race")
 	}

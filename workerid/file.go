@@ -1,4 +1,4 @@
-package snowflake
+package workerid
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leaf-nats/leaf/snowflake"
 )
 
 // FileHolder keeps a statically configured worker ID (Leaf's local mode). It
@@ -18,34 +20,47 @@ import (
 // reserves a short horizon ahead and records it before the generator may use
 // it; Release records the true last millisecond.
 type FileHolder struct {
+	id       int
 	path     string
-	clock    Clock
+	clock    snowflake.Clock
 	horizon  time.Duration
+	last     int64 // recorded when opened
 	recorded int64 // the highest timestamp written
 }
 
-// OpenFileHolder reads path (missing means no earlier run) and returns the
-// holder and the last recorded Unix millisecond. horizon is how far ahead
-// each Renew reserves; renew at a fraction of it.
-func OpenFileHolder(path string, clock Clock, horizon time.Duration) (*FileHolder, int64, error) {
+var _ Holder = (*FileHolder)(nil)
+
+// OpenFile reads path (missing means no earlier run) and returns the holder
+// of worker ID id. horizon is how far ahead each Renew reserves; renew at a
+// fraction of it.
+func OpenFile(path string, id int, clock snowflake.Clock, horizon time.Duration) (*FileHolder, error) {
 	if clock == nil {
-		clock = SystemClock{}
+		clock = snowflake.SystemClock{}
 	}
-	h := &FileHolder{path: path, clock: clock, horizon: horizon}
+	h := &FileHolder{id: id, path: path, clock: clock, horizon: horizon}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return h, 0, nil
+		return h, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("read worker timestamp file: %w", err)
+		return nil, fmt.Errorf("read worker timestamp file: %w", err)
 	}
 	last, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil || last < 0 {
-		return nil, 0, fmt.Errorf("worker timestamp file %s is corrupt (%q); remove it only if no process used this worker ID in the last minutes", path, b)
+		return nil, fmt.Errorf("worker timestamp file %s is corrupt (%q); remove it only if no process used this worker ID in the last minutes", path, b)
 	}
-	h.recorded = last
-	return h, last, nil
+	h.last, h.recorded = last, last
+	return h, nil
 }
+
+// ID returns the worker ID.
+func (h *FileHolder) ID() int { return h.id }
+
+// Last returns the timestamp the file held when it was opened.
+func (h *FileHolder) Last() int64 { return h.last }
+
+// Where returns the file's path.
+func (h *FileHolder) Where() string { return h.path }
 
 // Renew records the later of now+horizon, last and what it recorded
 // before, and returns now+horizon as the deadline.

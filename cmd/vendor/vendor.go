@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
+	"github.com/leaf-nats/leaf/workerid"
+)
+
+// serve runs a vendor until ctx ends or a part of it fails for good, then
+// shuts it down.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	v, err := openVendor(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return errors.Join(v.wait(ctx), v.Close(context.Background()))
+}
+
+// drainTimeout bounds the drain of the service's connection at Close.
+const drainTimeout = 10 * time.Second
+
+// vendor is a running vendor: what openVendor opened, in that order. Close
+// takes it down in the one order that keeps IDs unique and answers every
+// request received.
+//
+// It is not an oklog/run group on purpose: a group interrupts every actor
+// at once, while here the service's drain must have answered every request
+// it received before the worker ID is released (a later holder may reuse
+// it at once), and the stores must outlive the drain that reads them.
+type vendor struct {
+	cfg Config
+	log *slog.Logger
+
+	lock      *natsserver.StoreLock // embedded server's store directory
+	srv       *server.Server        // embedded server; nil with LEAF_NATS_URL
+	dataConn  *nats.Conn            // leases and stores; up until the lease is released
+	stopClock func()
+	keeper    *workerid.Keeper
+	segs      *segments
+	svcConn   *nats.Conn // the service's; drained at Close
+	svcClosed <-chan struct{}
+	svc       *vending.Service
+	http      *httpServer
+}
+
+// openVendor opens a vendor's parts in order: store lock and embedded
+// server, data connection, worker ID, segments, service connection,
+// service, HTTP. On failure it closes what it opened.
+func openVendor(ctx context.Context, cfg Config, log *slog.Logger) (*vendor, error) {
+	v := &vendor{cfg: cfg, log: log}
+	if err := v.open(ctx); err != nil {
+		return nil, errors.Join(err, v.Close(context.Background()))
+	}
+	return v, nil
+}
+
+func (v *vendor) open(ctx context.Context) error {
+	cfg, log := v.cfg, v.log
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		var err error
+		if natsURL, err = v.startEmbedded(); err != nil {
+			return err
+		}
+	}
+	// Two connections: the service's is drained at Close while the data
+	// connection stays up to release the lease and finish store writes.
+	var err error
+	if v.dataConn, _, err = connect(natsURL, cfg, "leaf-vendor-data", log); err != nil {
+		return err
+	}
+	js, err := jetstream.New(v.dataConn)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if err := retryStartup(ctx, log, "reach JetStream", func() error {
+		_, err := js.AccountInfo(ctx)
+		return err
+	}); err != nil {
+		return fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
+	}
+
+	clock, stopClock, err := newClock(log)
+	if err != nil {
+		return err
+	}
+	v.stopClock = stopClock
+	if err := v.openKeeper(ctx, js, clock); err != nil {
+		return err
+	}
+	if err := retryStartup(ctx, log, "open the segment store", func() (err error) {
+		v.segs, err = openSegments(ctx, cfg, js, log)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	if v.svcConn, v.svcClosed, err = connect(natsURL, cfg, "leaf-vendor", log); err != nil {
+		return err
+	}
+	state := newVendorState(v.keeper, v.segs, v.svcConn.IsConnected)
+	reg := newRegistry(state)
+	if v.svc, err = vending.Start(v.svcConn, vending.Config{
+		Prefix:     cfg.SubjectPrefix,
+		QueueGroup: cfg.QueueGroup,
+		MaxBatch:   cfg.MaxBatch,
+		Snowflake:  v.keeper,
+		Epoch:      cfg.Epoch,
+		Segments:   v.segs.alloc,
+		Stats:      func() any { return state.snapshot(false) },
+		Observer:   newRequestMetrics(reg),
+		Logger:     log,
+	}); err != nil {
+		return err
+	}
+	if v.http, err = startHTTP(cfg, state, reg, v.svcConn, log); err != nil {
+		return err
+	}
+	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
+		"worker_id", v.keeper.Status().ID, "segments", v.segs.kind)
+	return nil
+}
+
+// startEmbedded locks the store directory and starts the embedded server
+// on it; it returns the server's client URL.
+func (v *vendor) startEmbedded() (string, error) {
+	cfg := v.cfg
+	lock, err := natsserver.LockStore(cfg.NATSStoreDir)
+	if errors.Is(err, natsserver.ErrStoreInUse) {
+		return "", fmt.Errorf("%w: join it with LEAF_NATS_URL, or give this vendor its own LEAF_NATS_STORE_DIR", err)
+	}
+	if err != nil {
+		return "", err
+	}
+	v.lock = lock
+	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
+	if errors.Is(err, natsserver.ErrAddrInUse) {
+		return "", fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
+			cfg.NATSListen, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	v.srv = srv
+	if err := lock.SetURL(srv.ClientURL()); err != nil {
+		return "", fmt.Errorf("store directory lock: %w", err)
+	}
+	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir)
+	return srv.ClientURL(), nil
+}
+
+// openKeeper starts holding a worker ID and waits for the first claim, for
+// startupBudget at most.
+func (v *vendor) openKeeper(ctx context.Context, js jetstream.JetStream, clock snowflake.Clock) error {
+	cfg := v.cfg
+	kc := workerid.Config{
+		Claim: v.claimer(js, clock),
+		Generator: snowflake.Settings{
+			Epoch:       cfg.Epoch,
+			Clock:       clock,
+			MaxBackward: cfg.maxBackward(),
+		},
+		Logger: v.log,
+	}
+	if id, _ := cfg.staticWorkerID(); id >= 0 {
+		kc.Static = &workerid.Static{ID: id, File: cfg.workerFile(id)}
+	}
+	k, err := workerid.Open(kc)
+	if err != nil {
+		return err
+	}
+	v.keeper = k
+	budget := time.NewTimer(startupBudget)
+	defer budget.Stop()
+	select {
+	case <-k.Claimed():
+		return nil
+	case <-k.Done():
+		return k.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-budget.C:
+		return fmt.Errorf("no worker ID claimed within %v: %w", startupBudget, k.Status().LastError)
+	}
+}
+
+// claimer returns the Keeper's claim: a lease in bucket leaf_workers. Errors
+// that waiting cannot fix are marked permanent, so that a misconfigured
+// vendor exits at once with the setting to change.
+func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(ctx context.Context, first, last int) (workerid.Holder, error) {
+	cfg := v.cfg
+	static, _ := cfg.staticWorkerID()
+	host, _ := os.Hostname()
+	base := kv.LeaseConfig{
+		TTL:      cfg.WorkerLeaseTTL,
+		Replicas: cfg.KVReplicas,
+		Holder:   fmt.Sprintf("%s pid %d", host, os.Getpid()),
+		Clock:    clock,
+	}
+	return func(ctx context.Context, first, last int) (workerid.Holder, error) {
+		lc := base
+		lc.First, lc.Last = first, last
+		l, err := kv.Claim(ctx, js, lc)
+		switch {
+		case err == nil:
+		case static >= 0 && errors.Is(err, kv.ErrNoFreeWorkerID):
+			return nil, workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (key worker.%d in bucket %s): pin another ID, or stop that worker: %w",
+				static, static, kv.WorkersBucket, err))
+		case permanent(err):
+			return nil, workerid.Permanent(err)
+		default:
+			return nil, err
+		}
+		if l.TTL() != cfg.WorkerLeaseTTL {
+			v.log.Warn("bucket TTL differs from LEAF_WORKER_LEASE_TTL; using the bucket's",
+				"bucket", kv.WorkersBucket, "bucket_ttl", l.TTL(), "configured", cfg.WorkerLeaseTTL)
+		}
+		return l, nil
+	}
+}
+
+// wait returns when ctx ends (nil) or the worker ID keeper gives up.
+func (v *vendor) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		v.log.Info("signal received: draining")
+		return nil
+	case <-v.keeper.Done():
+		err := v.keeper.Err()
+		v.log.Error("worker ID keeper stopped: draining", "err", err)
+		return err
+	}
+}
+
+// Close shuts the vendor down in order: stop the service's endpoints and
+// drain its connection (every request received is answered), release the
+// worker ID (recording its true last millisecond), close the segment store,
+// the HTTP server, the data connection and the embedded server, and unlock
+// the store directory. It returns every error on the way.
+func (v *vendor) Close(ctx context.Context) error {
+	var errs []error
+	if v.svc != nil {
+		if err := v.svc.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop the service: %w", err))
+		}
+	}
+	if v.svcConn != nil {
+		if err := v.svcConn.Drain(); err != nil {
+			errs = append(errs, fmt.Errorf("drain the service's NATS connection: %w", err))
+		}
+		select {
+		case <-v.svcClosed:
+			v.log.Info("drained: in-flight requests answered")
+		case <-time.After(drainTimeout):
+			errs = append(errs, fmt.Errorf("the drain did not finish within %v", drainTimeout))
+			v.svcConn.Close()
+		}
+	}
+	if v.keeper != nil {
+		if err := v.keeper.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if v.segs != nil {
+		v.segs.Close()
+	}
+	if v.http != nil {
+		v.http.close()
+	}
+	if v.stopClock != nil {
+		v.stopClock()
+	}
+	if v.dataConn != nil {
+		v.dataConn.Close()
+	}
+	if v.srv != nil {
+		v.srv.Shutdown()
+		v.srv.WaitForShutdown()
+		v.log.Info("embedded NATS server stopped")
+	}
+	if v.lock != nil {
+		if err := v.lock.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("unlock the store directory: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startupBudget is how long start-up steps are retried: on a fresh cluster
+// the replicated buckets have no leader for a few seconds.
+const startupBudget = 30 * time.Second
+
+// permanent reports whether a start-up error is one that waiting cannot fix.
+func permanent(err error) bool {
+	return errors.Is(err, kv.ErrNoFreeWorkerID) || errors.Is(err, workerid.ErrClockBehind) ||
+		errors.Is(err, snowflake.ErrSettings) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+}
+
+// retryStartup runs f until it succeeds, fails for good, or startupBudget
+// passes.
+func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	deadline := time.Now().Add(startupBudget)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		err := f()
+		switch {
+		case err == nil:
+			return nil
+		case permanent(err), ctx.Err() != nil, time.Now().Add(backoff).After(deadline):
+			return err
+		}
+		log.Warn("start-up step failed; retrying", "step", what, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// connect dials NATS with the configured authentication. It fails at once
+// (no retry loop) when the first connection is refused, so a wrong password
+// ends the process with the server's reason instead of hanging.
+func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	opts, err := cfg.natsOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	closed := make(chan struct{})
+	opts = append(opts,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected; reconnecting", "conn", name, "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("NATS error", "conn", name, "subject", subj, "err", err)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	)
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w%s", redact(natsURL), err, connectHint(err))
+	}
+	return nc, closed, nil
+}
+
+// connectHint says what to check after a failed first connection.
+func connectHint(err error) string {
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		alertErr   tls.AlertError
+		recordErr  tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
+		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
+		return " (the server refused the credentials: check the URL's user:password, LEAF_NATS_CREDS, LEAF_NATS_NKEY, LEAF_NATS_USER/PASSWORD or LEAF_NATS_TOKEN)"
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr),
+		errors.As(err, &invalidErr), errors.As(err, &alertErr), errors.As(err, &recordErr),
+		errors.Is(err, nats.ErrSecureConnRequired), errors.Is(err, nats.ErrSecureConnWanted):
+		return " (TLS failed: check that LEAF_NATS_TLS_CA trusts the server's certificate and that LEAF_NATS_TLS_CERT/KEY hold a client certificate the server trusts)"
+	case errors.Is(err, nats.ErrNoServers):
+		return " (is a NATS server running there? leave LEAF_NATS_URL empty for an embedded one)"
+	}
+	return ""
+}
+
+// redact hides passwords in NATS URLs for logs.
+func redact(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,117 @@
+package workerid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+var (
+	// ErrLeaseLost is wrapped by a Holder whose worker ID is no longer its
+	// own: the Keeper stops vending with it and claims another.
+	ErrLeaseLost = errors.New("workerid: worker ID lease lost")
+	// ErrClockBehind is returned when the clock is further behind a worker
+	// ID's last recorded timestamp than the caller will wait.
+	ErrClockBehind = errors.New("workerid: clock is behind the worker ID's last recorded timestamp")
+)
+
+// DefaultMaxWait is the least time a claim waits for its clock to pass a
+// worker ID's last timestamp: a clock a few seconds behind (a new host, or
+// an old holder whose clock ran ahead) is waited out, a larger gap refused.
+const DefaultMaxWait = 10 * time.Second
+
+// Holder is a hold on one worker ID: a lease in NATS KV (kv.Lease), a local
+// timestamp file (FileHolder), or both.
+type Holder interface {
+	// ID returns the worker ID held.
+	ID() int
+	// Last returns the last Unix millisecond an earlier holder of the
+	// worker ID may have used: the generator starts after it.
+	Last() int64
+	// Where says where the hold is kept, for people (a bucket, a file).
+	Where() string
+	// Renew extends the hold and returns the deadline until which the
+	// generator may vend. Before it returns, it has durably recorded as the
+	// worker ID's last timestamp the later of the deadline's millisecond and
+	// last (the generator's last millisecond used: after a backwards clock
+	// step it is ahead of the deadline), and never less than it recorded
+	// before, so a later holder starts after every ID made. An error
+	// wrapping ErrLeaseLost is final.
+	Renew(ctx context.Context, last int64) (deadline time.Time, err error)
+	// Release records last (Unix ms) as the worker ID's last timestamp and
+	// frees the worker ID.
+	Release(ctx context.Context, last int64) error
+}
+
+// PermanentError marks a claim error that waiting cannot fix (a
+// configuration to change): the Keeper gives up instead of retrying.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as one that waiting cannot fix.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// both holds one worker ID through two holders at once (a static ID keeps
+// its file and is leased in KV too). Renew renews each and returns the
+// earlier deadline; Release releases each.
+type both struct {
+	a, b Holder
+}
+
+func (h both) ID() int       { return h.a.ID() }
+func (h both) Last() int64   { return max(h.a.Last(), h.b.Last()) }
+func (h both) Where() string { return h.a.Where() + " and " + h.b.Where() }
+
+func (h both) Renew(ctx context.Context, last int64) (time.Time, error) {
+	da, err := h.a.Renew(ctx, last)
+	if err != nil {
+		return time.Time{}, err
+	}
+	db, err := h.b.Renew(ctx, last)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if db.Before(da) {
+		return db, nil
+	}
+	return da, nil
+}
+
+// Release releases both, even when the first fails.
+func (h both) Release(ctx context.Context, last int64) error {
+	return errors.Join(h.a.Release(ctx, last), h.b.Release(ctx, last))
+}
+
+// WaitPast waits until clock's time is past the Unix millisecond last, for at
+// most maxWait; beyond that it returns ErrClockBehind at once, since nothing
+// may be vended until then.
+func WaitPast(ctx context.Context, clock snowflake.Clock, last int64, maxWait time.Duration) error {
+	if clock == nil {
+		clock = snowflake.SystemClock{}
+	}
+	behind := time.Duration(last-clock.Now().UnixMilli()+1) * time.Millisecond
+	if behind <= 0 {
+		return nil
+	}
+	if behind > maxWait {
+		return fmt.Errorf("%w: %v behind %d (more than the %v it may wait); fix the clock (NTP) and restart",
+			ErrClockBehind, behind, last, maxWait)
+	}
+	for clock.Now().UnixMilli() <= last {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		clock.Sleep(min(behind, 100*time.Millisecond))
+	}
+	return nil
+}
