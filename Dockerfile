@@ -15,7 +15,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -buildvcs=false -ldflags='-s -w' -o /out/ \
-      ./cmd/vendor ./cmd/loadgen ./docker/healthcheck
+      ./cmd/vendor ./cmd/loadgen
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
@@ -28,7 +28,7 @@ ENV LEAF_HTTP_ADDR=0.0.0.0:9464 \
     LEAF_NATS_STORE_DIR=/home/nonroot/leaf-data
 EXPOSE 4222 9464
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["/usr/local/bin/healthcheck", "/readyz"]
+    CMD ["/usr/local/bin/vendor", "healthcheck", "/readyz"]
 # The vendor drains on SIGTERM: give it time (docker stop -t 30).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/vendor"]

@@ -3,16 +3,12 @@ package deploy
 import (
 	"bytes"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -155,30 +151,6 @@ func TestDockerComposeConfig(t *testing.T) {
 	}
 }
 
-func TestComposeShape(t *testing.T) {
-	c := loadCompose(t)
-	if n := len(c.byImage("nats:")); n != 3 {
-		t.Errorf("%d NATS services, want a cluster of 3", n)
-	}
-	if n := len(c.byImage("postgres:")); n != 1 {
-		t.Errorf("%d Postgres services, want 1", n)
-	}
-	if n := len(c.byImage("")); n < 3 {
-		t.Errorf("%d vendors built from the Dockerfile, want at least 3", n)
-	}
-	if n := len(c.byImage("prom/prometheus")); n != 1 {
-		t.Errorf("%d Prometheus services, want 1", n)
-	}
-	for name, s := range c.Services {
-		if s.Image == "" && s.Build.Context == "" {
-			t.Errorf("service %s has neither image nor build", name)
-		}
-		if s.Healthcheck == nil && !strings.HasPrefix(s.Image, "prom/") {
-			t.Errorf("service %s has no healthcheck", name)
-		}
-	}
-}
-
 func TestComposeReferencesExist(t *testing.T) {
 	c := loadCompose(t)
 	used := map[string]bool{}
@@ -267,52 +239,14 @@ func TestComposePortsDoNotCollide(t *testing.T) {
 	}
 }
 
-// configVars returns the LEAF_* variables of cmd/vendor's Config, read from
-// the envconfig tags in its source.
-func configVars(t *testing.T) map[string]bool {
-	t.Helper()
-	file := filepath.Join(root, "cmd", "vendor", "config.go")
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := map[string]bool{}
-	ast.Inspect(f, func(n ast.Node) bool {
-		ts, ok := n.(*ast.TypeSpec)
-		if !ok || ts.Name.Name != "Config" {
-			return true
-		}
-		for _, field := range ts.Type.(*ast.StructType).Fields.List {
-			if field.Tag == nil {
-				continue
-			}
-			tag, _ := strconv.Unquote(field.Tag.Value)
-			if name := reflect.StructTag(tag).Get("envconfig"); name != "" {
-				vars["LEAF_"+name] = true
-			}
-		}
-		return false
-	})
-	if len(vars) == 0 {
-		t.Fatalf("no envconfig tags found in %s's Config", file)
-	}
-	return vars
-}
-
 func TestComposeVendors(t *testing.T) {
 	c := loadCompose(t)
-	known := configVars(t)
 	natsNodes := c.byImage("nats:")
 	pg := c.Services[c.byImage("postgres:")[0]]
 	vendors := c.byImage("")
 	for _, name := range vendors {
 		s := c.Services[name]
 		env := s.Environment
-		for k := range env {
-			if strings.HasPrefix(k, "LEAF_") && !known[k] {
-				t.Errorf("%s sets %s, which the vendor does not read (cmd/vendor/config.go)", name, k)
-			}
-		}
 		var hosts []string
 		for _, u := range strings.Split(env["LEAF_NATS_URL"], ",") {
 			pu, err := url.Parse(strings.TrimSpace(u))
@@ -464,91 +398,6 @@ func TestNATSClusterConfig(t *testing.T) {
 	}
 }
 
-// dockerfile is the Dockerfile split into instructions (continuations joined).
-func dockerfile(t *testing.T) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	var cur strings.Builder
-	for _, line := range strings.Split(string(data), "\n") {
-		trimmed := strings.TrimSpace(line)
-		if cur.Len() == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "#")) {
-			continue
-		}
-		if rest, ok := strings.CutSuffix(trimmed, `\`); ok {
-			cur.WriteString(rest + " ")
-			continue
-		}
-		cur.WriteString(trimmed)
-		out = append(out, cur.String())
-		cur.Reset()
-	}
-	return out
-}
-
-func TestDockerfile(t *testing.T) {
-	ins := dockerfile(t)
-	var froms, users []string
-	var build string
-	for _, in := range ins {
-		switch op, _, _ := strings.Cut(in, " "); strings.ToUpper(op) {
-		case "FROM":
-			froms = append(froms, in)
-			users = users[:0] // USER applies per stage
-		case "USER":
-			users = append(users, strings.Fields(in)[1])
-		case "RUN":
-			if strings.Contains(in, "go build") {
-				build = in
-			}
-		}
-	}
-	if len(froms) < 2 {
-		t.Fatalf("want a multi-stage build, got %v", froms)
-	}
-	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(mod)
-	if goVer == nil || !strings.HasPrefix(froms[0], "FROM golang:"+string(goVer[1])) {
-		t.Errorf("build stage %q: want golang:%s as go.mod", froms[0], goVer[1])
-	}
-	if len(users) == 0 || slices.Contains([]string{"root", "0", "root:root", "0:0"}, users[len(users)-1]) {
-		t.Errorf("final stage runs as %v: want a non-root USER", users)
-	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/vendor"} {
-		if !strings.Contains(build, want) {
-			t.Errorf("go build step lacks %s: %s", want, build)
-		}
-	}
-	// Every package built exists.
-	for _, f := range strings.Fields(build) {
-		if !strings.HasPrefix(f, "./") {
-			continue
-		}
-		matches, _ := filepath.Glob(filepath.Join(root, f, "*.go"))
-		if len(matches) == 0 {
-			t.Errorf("the Dockerfile builds %s, which has no Go files", f)
-		}
-	}
-	// The vendors' health check runs a binary the image has.
-	c := loadCompose(t)
-	for _, name := range c.byImage("") {
-		hc := c.Services[name].Healthcheck
-		if hc == nil || len(hc.Test) < 2 {
-			continue
-		}
-		bin := path.Base(hc.Test[1])
-		if !strings.Contains(build, "./docker/"+bin) && !strings.Contains(build, "./cmd/"+bin) {
-			t.Errorf("%s's healthcheck runs %s, which the Dockerfile does not build", name, hc.Test[1])
-		}
-	}
-}
-
 // TestDockerignoreKeepsTheBuild checks that .dockerignore leaves in every
 // file the image's packages are built from.
 func TestDockerignoreKeepsTheBuild(t *testing.T) {
@@ -578,7 +427,7 @@ func TestDockerignoreKeepsTheBuild(t *testing.T) {
 		return ""
 	}
 	args := []string{"list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}",
-		"./cmd/vendor", "./cmd/loadgen", "./docker/healthcheck"}
+		"./cmd/vendor", "./cmd/loadgen"}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	out, err := cmd.Output()

@@ -1,6 +1,11 @@
-// Package deploy has no code: its tests check that compose.yaml, the
-// Dockerfile, .dockerignore and the files under docker/ agree with each other
-// and with the project (services, ports, volumes, LEAF_* variables,
-// Prometheus targets, packages built), since CI has no Docker engine to run
-// them. With a working `docker compose`, they also run `docker compose config`.
+// Package deploy has no code: its tests check what would break a user's
+// `docker compose up` and that CI, which has no Docker engine, cannot run:
+// Docker Compose's own validation of compose.yaml (`docker compose config`),
+// that every file, volume and service it references exists, that no two
+// services publish one port, that the vendors reach every NATS node and the
+// database Compose defines, that Prometheus scrapes every vendor and that
+// docker/nats.conf parses as the server reads it, and that .dockerignore
+// keeps every file the image is built from. (That compose.yaml sets only
+// variables the vendor reads is tested in cmd/vendor, by reflection on its
+// Config.)
 package deploy

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
@@ -354,5 +356,62 @@ func TestPortInUseFailsAtOnce(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %v to report a taken port", time.Since(start))
+	}
+}
+
+// configVars returns the LEAF_* variables Config reads, from its envconfig
+// tags.
+func configVars() map[string]bool {
+	vars := map[string]bool{}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		if name := typ.Field(i).Tag.Get("envconfig"); name != "" {
+			vars[envPrefix+"_"+name] = true
+		}
+	}
+	return vars
+}
+
+// TestComposeSetsOnlyVariablesTheVendorReads: a misspelt variable in
+// compose.yaml would be ignored without a word.
+func TestComposeSetsOnlyVariablesTheVendorReads(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Services map[string]struct {
+			Environment yaml.Node `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	known, seen := configVars(), 0
+	for name, s := range c.Services {
+		var keys []string
+		switch n := s.Environment; n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i < len(n.Content); i += 2 {
+				keys = append(keys, n.Content[i].Value)
+			}
+		case yaml.SequenceNode:
+			for _, item := range n.Content {
+				k, _, _ := strings.Cut(item.Value, "=")
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			if !strings.HasPrefix(k, envPrefix+"_") {
+				continue
+			}
+			seen++
+			if !known[k] {
+				t.Errorf("compose.yaml: service %s sets %s, which the vendor does not read", name, k)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("compose.yaml sets no LEAF_ variable: the test read nothing")
 	}
 }

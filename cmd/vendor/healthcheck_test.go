@@ -33,3 +33,29 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestHealthcheckCommand(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ready")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "unhealthy", http.StatusServiceUnavailable)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		addr string
+		args []string
+		code int
+	}{
+		{srv.Listener.Addr().String(), []string{"healthcheck"}, 0},
+		{srv.Listener.Addr().String(), []string{"healthcheck", "/healthz"}, 1},
+		{"", []string{"healthcheck"}, 0}, // no HTTP: nothing to ask
+		{srv.Listener.Addr().String(), []string{"healthcheck", "/a", "/b"}, 2},
+	} {
+		t.Setenv("LEAF_HTTP_ADDR", tc.addr)
+		var out strings.Builder
+		if code := run(t.Context(), tc.args, &out, &out); code != tc.code {
+			t.Errorf("LEAF_HTTP_ADDR=%q vendor %v: exit %d, want %d:\n%s", tc.addr, tc.args, code, tc.code, out.String())
+		}
+	}
+}
