@@ -2,6 +2,8 @@ package kv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,27 +39,58 @@ var (
 
 // segmentRow is a row as the bucket stores it; the tag is the key. A
 // deleted tag keeps its row, marked, so that a tag added again continues
-// after every ID it ever handed out instead of starting over.
+// after every ID it ever handed out instead of starting over. MovedTo is
+// set on every row when the store's segments are moved to another store:
+// compare-and-set covers one key, so each row carries the seal that its
+// allocations check.
 type segmentRow struct {
 	MaxID       int64     `json:"max_id"`
 	Step        int64     `json:"step"`
 	Description string    `json:"description,omitempty"`
 	Updated     time.Time `json:"update_time"`
 	Deleted     bool      `json:"deleted,omitempty"`
+	MovedTo     string    `json:"moved_to,omitempty"`
 }
 
-// NewSegmentStore opens the bucket, creating it with replicas copies when
-// it is missing.
-func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) (*SegmentStore, error) {
-	kv, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
+// storeKey holds the store's identity (storeRecord). It is no tag: tags
+// cannot hold '='.
+const storeKey = "=store"
+
+// storeRecord is the store's identity and seal, as the bucket keeps it.
+type storeRecord struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	MovedTo string    `json:"moved_to,omitempty"`
+	MovedAt time.Time `json:"moved_at,omitzero"`
+}
+
+func segmentBucketConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
 		Bucket:      SegmentBucket,
 		Description: "leaf-nats segment rows: key = tag, value = max_id and step",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
-	})
+	}
+}
+
+// NewSegmentStore opens the bucket, creating it with replicas copies when
+// it is missing.
+func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) (*SegmentStore, error) {
+	kv, err := openOrCreate(ctx, js, segmentBucketConfig(replicas))
 	if err != nil {
 		return nil, err
+	}
+	return &SegmentStore{kv: kv}, nil
+}
+
+// OpenSegmentStore opens the bucket, which must exist: a store the cluster
+// contract names is never created again empty, since its tags would start
+// over.
+func OpenSegmentStore(ctx context.Context, js jetstream.JetStream) (*SegmentStore, error) {
+	kv, err := js.KeyValue(ctx, SegmentBucket)
+	if err != nil {
+		return nil, fmt.Errorf("kv: open bucket %s: %w", SegmentBucket, err)
 	}
 	return &SegmentStore{kv: kv}, nil
 }
@@ -88,15 +121,24 @@ func (s *SegmentStore) getAny(ctx context.Context, tag string) (segmentRow, uint
 }
 
 // update applies change to tag's row with compare-and-set, retrying while
-// other writers win, and returns the row written.
+// other writers win, and returns the row written. A deleted tag is unknown.
 func (s *SegmentStore) update(ctx context.Context, tag string, change func(*segmentRow) error) (segmentRow, error) {
+	return s.apply(ctx, tag, s.get, change)
+}
+
+// updateAny is update for rows of deleted tags too.
+func (s *SegmentStore) updateAny(ctx context.Context, tag string, change func(*segmentRow) error) (segmentRow, error) {
+	return s.apply(ctx, tag, s.getAny, change)
+}
+
+func (s *SegmentStore) apply(ctx context.Context, tag string, get func(context.Context, string) (segmentRow, uint64, error), change func(*segmentRow) error) (segmentRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	if err := segment.ValidateTag(tag); err != nil {
 		return segmentRow{}, err
 	}
 	for {
-		r, rev, err := s.get(ctx, tag)
+		r, rev, err := get(ctx, tag)
 		if err != nil {
 			return segmentRow{}, err
 		}
@@ -124,6 +166,9 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64) (segme
 		if inc == 0 {
 			inc = r.Step
 		}
+		if r.MovedTo != "" {
+			return fmt.Errorf("%w: to %s", segment.ErrStoreMoved, r.MovedTo)
+		}
 		if inc < 1 || r.MaxID > math.MaxInt64-inc {
 			return fmt.Errorf("max_id %d + step %d is out of range", r.MaxID, inc)
 		}
@@ -137,7 +182,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64) (segme
 }
 
 func (r segmentRow) row(tag string) segment.Row {
-	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated}
+	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted}
 }
 
 // Tags lists every tag, ordered.
@@ -155,6 +200,11 @@ func (s *SegmentStore) Tags(ctx context.Context) ([]string, error) {
 
 // List returns every row, ordered by tag.
 func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
+	return s.list(ctx, false)
+}
+
+// list returns every row, with all the rows of deleted tags too (Retired).
+func (s *SegmentStore) list(ctx context.Context, all bool) ([]segment.Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
@@ -170,11 +220,14 @@ func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
 				slices.SortFunc(rows, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
 				return rows, nil
 			}
+			if segment.ValidateTag(e.Key()) != nil {
+				continue // the store's own record
+			}
 			var r segmentRow
 			if err := json.Unmarshal(e.Value(), &r); err != nil {
 				return nil, fmt.Errorf("kv: row %q in bucket %s is not JSON: %w", e.Key(), SegmentBucket, err)
 			}
-			if !r.Deleted {
+			if !r.Deleted || all {
 				rows = append(rows, r.row(e.Key()))
 			}
 		case <-ctx.Done():
@@ -196,6 +249,7 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 		return err
 	}
 	_, err = s.kv.Create(ctx, r.Tag, v)
+	fresh := err == nil // no row of the tag before, deleted or not
 	for errors.Is(err, jetstream.ErrKeyExists) {
 		old, rev, gerr := s.getAny(ctx, r.Tag)
 		if gerr != nil {
@@ -216,6 +270,25 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 	}
 	if err != nil {
 		return fmt.Errorf("kv: create %q: %w", r.Tag, err)
+	}
+	// A Seal that listed the rows before this one was created did not
+	// mark it: look at the store's seal after creating, and mark it here.
+	if info, err := s.Info(ctx); err != nil {
+		return fmt.Errorf("kv: create %q: %w", r.Tag, err)
+	} else if info.MovedTo != "" {
+		// Undo: a tag new to the store goes, a deleted one stays deleted.
+		if fresh {
+			err = s.kv.Purge(ctx, r.Tag)
+		} else {
+			_, err = s.updateAny(ctx, r.Tag, func(row *segmentRow) error {
+				row.Deleted, row.MovedTo = true, info.MovedTo
+				return nil
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("kv: create %q in a sealed store, and undo it: %w", r.Tag, err)
+		}
+		return fmt.Errorf("kv: create %q: %w: to %s", r.Tag, segment.ErrStoreMoved, info.MovedTo)
 	}
 	return nil
 }
@@ -245,4 +318,167 @@ func (s *SegmentStore) Delete(ctx context.Context, tag string) error {
 		return fmt.Errorf("kv: delete %q: %w", tag, err)
 	}
 	return err
+}
+
+// Info returns the store's identity, recording one the first time, and
+// where its segments moved if they did.
+func (s *SegmentStore) Info(ctx context.Context) (segment.StoreInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
+	defer cancel()
+	rec, _, err := s.record(ctx)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return segment.StoreInfo{}, err
+		}
+		rec = storeRecord{ID: hex.EncodeToString(b), Created: time.Now().UTC()}
+		v, _ := json.Marshal(rec)
+		if _, err = s.kv.Create(ctx, storeKey, v); errors.Is(err, jetstream.ErrKeyExists) {
+			rec, _, err = s.record(ctx) // recorded by someone else meanwhile
+		}
+	}
+	if err != nil {
+		return segment.StoreInfo{}, fmt.Errorf("kv: identity of bucket %s: %w", SegmentBucket, err)
+	}
+	return segment.StoreInfo{ID: rec.ID, Created: rec.Created, MovedTo: rec.MovedTo, MovedAt: rec.MovedAt}, nil
+}
+
+func (s *SegmentStore) record(ctx context.Context) (storeRecord, uint64, error) {
+	e, err := s.kv.Get(ctx, storeKey)
+	if err != nil {
+		return storeRecord{}, 0, err
+	}
+	var rec storeRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return storeRecord{}, 0, fmt.Errorf("key %s is not JSON: %w", storeKey, err)
+	}
+	return rec, e.Revision(), nil
+}
+
+// setMovedTo records in the store's own key that its segments moved to to
+// ("" to serve again).
+func (s *SegmentStore) setMovedTo(ctx context.Context, to string) error {
+	if _, err := s.Info(ctx); err != nil { // the key exists from here on
+		return err
+	}
+	for {
+		rec, rev, err := s.record(ctx)
+		if err != nil {
+			return err
+		}
+		if rec.MovedTo != "" && to != "" && rec.MovedTo != to {
+			return fmt.Errorf("%w: already to %s", segment.ErrStoreMoved, rec.MovedTo)
+		}
+		rec.MovedTo, rec.MovedAt = to, time.Now().UTC()
+		if to == "" {
+			rec.MovedAt = time.Time{}
+		}
+		v, _ := json.Marshal(rec)
+		_, err = s.kv.Update(ctx, storeKey, v, rev)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return err
+		}
+	}
+}
+
+// Seal marks the store's segments moved to the store named to, and returns
+// every row, live and retired, as it was sealed: each row is marked with
+// compare-and-set, so an allocation either landed before (and is in the row
+// returned) or fails with segment.ErrStoreMoved. Sealing again for the same
+// store is allowed (a move that resumes); for another, not.
+func (s *SegmentStore) Seal(ctx context.Context, to string) ([]segment.Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
+	defer cancel()
+	if err := s.setMovedTo(ctx, to); err != nil {
+		return nil, fmt.Errorf("kv: seal: %w", err)
+	}
+	rows, err := s.list(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("kv: seal: %w", err)
+	}
+	for i, r := range rows {
+		sealed, err := s.updateAny(ctx, r.Tag, func(row *segmentRow) error {
+			if row.MovedTo != "" && row.MovedTo != to {
+				return fmt.Errorf("%w: row %q already to %s", segment.ErrStoreMoved, r.Tag, row.MovedTo)
+			}
+			row.MovedTo = to
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kv: seal %q: %w", r.Tag, err)
+		}
+		rows[i] = sealed.row(r.Tag)
+	}
+	return rows, nil
+}
+
+// Unseal makes a store whose segments were moved away serve again: for a
+// move back to it, after Raise has carried every row over.
+func (s *SegmentStore) Unseal(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
+	defer cancel()
+	if err := s.setMovedTo(ctx, ""); err != nil {
+		return fmt.Errorf("kv: unseal: %w", err)
+	}
+	rows, err := s.list(ctx, true)
+	if err != nil {
+		return fmt.Errorf("kv: unseal: %w", err)
+	}
+	for _, r := range rows {
+		if _, err := s.updateAny(ctx, r.Tag, func(row *segmentRow) error { row.MovedTo = ""; return nil }); err != nil {
+			return fmt.Errorf("kv: unseal %q: %w", r.Tag, err)
+		}
+	}
+	return nil
+}
+
+// Raise makes every ID the store hands out for r.Tag from now on at least
+// r.MaxID: it creates a live row (with r's step and description) or raises
+// the one there; for a retired r it raises the row of the tag, deleted
+// (created so) or live. It never lowers a max_id, so running it twice
+// changes nothing.
+func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
+	if err := segment.ValidateTag(r.Tag); err != nil {
+		return err
+	}
+	if !r.Retired {
+		if err := segment.ValidateRow(r); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
+	defer cancel()
+	for {
+		old, rev, err := s.getAny(ctx, r.Tag)
+		row := old
+		switch {
+		case errors.Is(err, segment.ErrUnknownTag):
+			row = segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Deleted: r.Retired}
+		case err != nil:
+			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
+		case row.Deleted && !r.Retired:
+			row = segmentRow{MaxID: max(old.MaxID, r.MaxID, 1), Step: r.Step, Description: r.Description, MovedTo: old.MovedTo}
+		case row.MaxID >= r.MaxID:
+			return nil
+		default:
+			row.MaxID = r.MaxID
+		}
+		row.Updated = time.Now().UTC()
+		v, err := json.Marshal(row)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, r.Tag, v)
+		} else {
+			_, err = s.kv.Update(ctx, r.Tag, v, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
+		}
+		return nil
+	}
 }

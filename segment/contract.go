@@ -8,13 +8,16 @@ import (
 
 // Sentinel errors. The vending layer maps them to reply codes:
 // ErrInvalidTag and ErrInvalidStep to 400, ErrUnknownTag to 404,
-// ErrUnavailable to 503.
+// ErrUnavailable and ErrStoreMoved to 503.
 var (
 	ErrInvalidTag  = errors.New("segment: invalid tag")
 	ErrInvalidStep = errors.New("segment: invalid step")
 	ErrUnknownTag  = errors.New("segment: unknown tag")
 	ErrTagExists   = errors.New("segment: tag already exists")
 	ErrUnavailable = errors.New("segment: no segment available")
+	// ErrStoreMoved is returned by a store whose segments were moved to
+	// another store: it hands out no segment and takes no new tag.
+	ErrStoreMoved = errors.New("segment: the segments of this store were moved to another store")
 )
 
 // Row is one business tag as a store keeps it (Leaf's leaf_alloc row).
@@ -24,6 +27,23 @@ type Row struct {
 	Step        int64 // the table's (minimum) step
 	Description string
 	Updated     time.Time
+	// Retired marks a deleted tag, of which a store keeps the max_id so
+	// that a tag added again continues after it (in the rows a store's
+	// Seal returns, and in those its Raise takes).
+	Retired bool
+}
+
+// StoreInfo is what a store says of itself.
+type StoreInfo struct {
+	// ID is the store's identity, random and kept in the store itself
+	// (a row of Postgres, a key of the KV bucket), so that two stores,
+	// say two databases, are told apart.
+	ID      string
+	Created time.Time
+	// MovedTo names the store its segments were moved to, once they were
+	// (a store's Seal); it then hands out no more.
+	MovedTo string
+	MovedAt time.Time
 }
 
 // Store is what the allocator needs from a table of tags. Implementations:

@@ -15,7 +15,9 @@ package pgstore
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -56,6 +58,17 @@ const createRetired = `CREATE TABLE IF NOT EXISTS leaf_alloc_retired (
 	biz_tag    varchar(128) PRIMARY KEY,
 	max_id     bigint       NOT NULL,
 	retired_at timestamptz  NOT NULL DEFAULT now()
+)`
+
+// createStore is the store's identity, one row: which database this is, so
+// that vendors told of another one refuse to serve from it, and whether its
+// segments were moved to another store (vendor cluster move-segments).
+const createStore = `CREATE TABLE IF NOT EXISTS leaf_store (
+	one      boolean      PRIMARY KEY DEFAULT true CHECK (one),
+	id       varchar(64)  NOT NULL,
+	created  timestamptz  NOT NULL DEFAULT now(),
+	moved_to varchar(256),
+	moved_at timestamptz
 )`
 
 // createLock is the advisory lock key that serialises table creation:
@@ -108,28 +121,43 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.ensure(ctx)
 }
 
-// ensure creates the table once.
+// ensure creates the tables and the store's identity once.
 func (s *Store) ensure(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ready {
 		return nil
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	id, err := newStoreID()
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, createLock); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, createTable); err != nil {
-			return err
+		for _, q := range []string{createTable, createRetired, createStore} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
 		}
-		_, err := tx.ExecContext(ctx, createRetired)
+		_, err := tx.ExecContext(ctx, `INSERT INTO leaf_store (id) VALUES ($1) ON CONFLICT (one) DO NOTHING`, id)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: create tables leaf_alloc and leaf_alloc_retired: %w", err)
+		return fmt.Errorf("pgstore: create tables leaf_alloc, leaf_alloc_retired and leaf_store: %w", err)
 	}
 	s.ready = true
 	return nil
+}
+
+// newStoreID returns a random store identity.
+func newStoreID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("pgstore: store identity: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // begin bounds a call's time and makes sure the table exists.
@@ -165,14 +193,22 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64) (segment.Row,
 	defer cancel()
 	r := segment.Row{Tag: tag}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
+		// The store's row is read FOR SHARE: Seal's update of it waits for
+		// every allocation in progress, and allocations after it see that
+		// the segments moved.
 		var maxID, rowStep int64
+		var movedTo sql.NullString
 		err := tx.QueryRowContext(ctx,
-			`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1 FOR UPDATE`, tag).Scan(&maxID, &rowStep)
+			`SELECT a.max_id, a.step, s.moved_to FROM leaf_alloc a, leaf_store s WHERE a.biz_tag = $1 FOR UPDATE OF a FOR SHARE OF s`,
+			tag).Scan(&maxID, &rowStep, &movedTo)
 		if errors.Is(err, sql.ErrNoRows) {
 			return &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 		}
 		if err != nil {
 			return err
+		}
+		if movedTo.Valid {
+			return fmt.Errorf("%w: to %s", segment.ErrStoreMoved, movedTo.String)
 		}
 		if step == 0 {
 			step = rowStep
@@ -240,13 +276,15 @@ func (s *Store) query(ctx context.Context, query string, scan func(*sql.Rows) er
 }
 
 // Create adds r; a MaxID of 0 starts the tag at 1. A tag deleted before
-// continues after the last ID it handed out if that is above r.MaxID.
+// continues after the last ID it handed out if that is above r.MaxID. A
+// store whose segments were moved takes no new tag.
 func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateRow(r); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
-		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, '')`,
+	n, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
+		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, '')
+		FROM leaf_store WHERE moved_to IS NULL FOR SHARE`,
 		r.Tag, max(r.MaxID, 1), r.Step, r.Description)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code == pqerror.UniqueViolation {
@@ -254,6 +292,13 @@ func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: create %q: %w", r.Tag, err)
+	}
+	if n == 0 {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("pgstore: create %q: %w", r.Tag, err)
+		}
+		return fmt.Errorf("pgstore: create %q: %w: to %s", r.Tag, segment.ErrStoreMoved, info.MovedTo)
 	}
 	return nil
 }
@@ -297,4 +342,131 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, err
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// Info returns the store's identity, and where its segments moved if they
+// did.
+func (s *Store) Info(ctx context.Context) (segment.StoreInfo, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return segment.StoreInfo{}, err
+	}
+	defer cancel()
+	var i segment.StoreInfo
+	var movedAt sql.NullTime
+	err = s.db.QueryRowContext(ctx, `SELECT id, created, coalesce(moved_to, ''), moved_at FROM leaf_store`).
+		Scan(&i.ID, &i.Created, &i.MovedTo, &movedAt)
+	if err != nil {
+		return segment.StoreInfo{}, fmt.Errorf("pgstore: read table leaf_store: %w", err)
+	}
+	i.MovedAt = movedAt.Time
+	return i, nil
+}
+
+// Seal marks the store's segments moved to the store named to, and returns
+// every row, live and retired, as they are then: no allocation after it
+// succeeds, and every allocation before it is in the rows. Sealing again
+// for the same store is allowed (a move that resumes); for another, not.
+func (s *Store) Seal(ctx context.Context, to string) ([]segment.Row, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	var rows []segment.Row
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		// The update waits for allocations holding the store's row FOR
+		// SHARE; later ones wait for this transaction, then see moved_to.
+		var was sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT moved_to FROM leaf_store FOR UPDATE`).Scan(&was); err != nil {
+			return err
+		}
+		if was.Valid && was.String != to {
+			return fmt.Errorf("%w: already to %s", segment.ErrStoreMoved, was.String)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE leaf_store SET moved_to = $1, moved_at = coalesce(moved_at, now())`, to); err != nil {
+			return err
+		}
+		live, err := tx.QueryContext(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time FROM leaf_alloc ORDER BY biz_tag`)
+		if err != nil {
+			return err
+		}
+		defer live.Close()
+		for live.Next() {
+			var r segment.Row
+			if err := live.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		if err := live.Err(); err != nil {
+			return err
+		}
+		retired, err := tx.QueryContext(ctx, `SELECT biz_tag, max_id, retired_at FROM leaf_alloc_retired ORDER BY biz_tag`)
+		if err != nil {
+			return err
+		}
+		defer retired.Close()
+		for retired.Next() {
+			r := segment.Row{Retired: true}
+			if err := retired.Scan(&r.Tag, &r.MaxID, &r.Updated); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return retired.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: seal: %w", err)
+	}
+	return rows, nil
+}
+
+// Unseal makes a store whose segments were moved away serve again: for a
+// move back to it, after Raise has carried every row over.
+func (s *Store) Unseal(ctx context.Context) error {
+	if _, err := s.exec(ctx, `UPDATE leaf_store SET moved_to = NULL, moved_at = NULL`); err != nil {
+		return fmt.Errorf("pgstore: unseal: %w", err)
+	}
+	return nil
+}
+
+// Raise makes every ID the store hands out for r.Tag from now on at least
+// r.MaxID: it creates a live row (with r's step and description) or raises
+// the one there; for a retired r it raises the kept max_id of a deleted tag
+// and, if the tag is live here, its row. It never lowers a max_id, so
+// running it twice changes nothing.
+func (s *Store) Raise(ctx context.Context, r segment.Row) error {
+	if err := segment.ValidateTag(r.Tag); err != nil {
+		return err
+	}
+	if !r.Retired {
+		if err := segment.ValidateRow(r); err != nil {
+			return err
+		}
+	}
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if r.Retired {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO leaf_alloc_retired (biz_tag, max_id) VALUES ($1, $2)
+				ON CONFLICT (biz_tag) DO UPDATE SET max_id = greatest(leaf_alloc_retired.max_id, excluded.max_id)`, r.Tag, r.MaxID); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1 AND max_id < $2`, r.Tag, r.MaxID)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
+			VALUES ($1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0), 1), $3::integer, nullif($4::varchar, ''))
+			ON CONFLICT (biz_tag) DO UPDATE SET max_id = excluded.max_id, update_time = now() WHERE leaf_alloc.max_id < excluded.max_id`,
+			r.Tag, r.MaxID, r.Step, r.Description)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: raise %q to %d: %w", r.Tag, r.MaxID, err)
+	}
+	return nil
 }

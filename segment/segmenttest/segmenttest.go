@@ -17,13 +17,18 @@ import (
 	"github.com/leaf-nats/leaf/segment"
 )
 
-// Store is a client of a backend: what the allocator and `vendor tags` use.
+// Store is a client of a backend: what the allocator, `vendor tags` and
+// `vendor cluster` use.
 type Store interface {
 	segment.Store
 	Create(ctx context.Context, r segment.Row) error
 	List(ctx context.Context) ([]segment.Row, error)
 	SetStep(ctx context.Context, tag string, step int64) error
 	Delete(ctx context.Context, tag string) error
+	Info(ctx context.Context) (segment.StoreInfo, error)
+	Seal(ctx context.Context, to string) ([]segment.Row, error)
+	Unseal(ctx context.Context) error
+	Raise(ctx context.Context, r segment.Row) error
 }
 
 // Backend is a store server started for one test.
@@ -51,6 +56,9 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"RestartedAllocatorContinues", testRestart},
 		{"ConcurrentAllocators", testConcurrent},
 		{"StoreDownAndBack", testOutage},
+		{"Identity", testIdentity},
+		{"SealAndRaise", testSealAndRaise},
+		{"SealRacesAllocators", testSealRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, newBackend) })
@@ -355,5 +363,154 @@ func testOutage(t *testing.T, newBackend NewBackend) {
 		if issued[i] <= issued[i-1] {
 			t.Fatalf("ID %d after %d: not unique and ascending across the outage", issued[i], issued[i-1])
 		}
+	}
+}
+
+// testIdentity: a store keeps one identity, whoever asks; another server is
+// another store.
+func testIdentity(t *testing.T, newBackend NewBackend) {
+	b := newBackend(t, false)
+	c := ctx(t)
+	first, err := b.Open(t).Info(c)
+	if err != nil || first.ID == "" || first.MovedTo != "" {
+		t.Fatalf("Info = %+v, %v; want an identity, not moved", first, err)
+	}
+	again, err := b.Open(t).Info(c)
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("a second client's Info = %+v, %v; want identity %s", again, err, first.ID)
+	}
+	other, err := newBackend(t, false).Open(t).Info(c)
+	if err != nil || other.ID == first.ID {
+		t.Fatalf("another store's Info = %+v, %v; want an identity of its own", other, err)
+	}
+}
+
+// testSealAndRaise moves a store's rows to another: the sealed store hands
+// out nothing more and takes no tag; Raise carries every max_id over, live
+// and retired, never lowers one, and the moved tags continue above.
+func testSealAndRaise(t *testing.T, newBackend NewBackend) {
+	from, to := newBackend(t, false).Open(t), newBackend(t, false).Open(t)
+	c := ctx(t)
+	create(t, from, segment.Row{Tag: "order", Step: 1000, Description: "orders"})
+	create(t, from, segment.Row{Tag: "gone", Step: 10})
+	if _, err := from.Alloc(c, "order", 0); err != nil {
+		t.Fatal(err)
+	}
+	last, err := from.Alloc(c, "gone", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := from.Delete(c, "gone"); err != nil {
+		t.Fatal(err)
+	}
+
+	rows, err := from.Seal(c, "elsewhere")
+	if err != nil {
+		t.Fatalf("Seal: %v", err)
+	}
+	byTag := map[string]segment.Row{}
+	for _, r := range rows {
+		byTag[r.Tag] = r
+	}
+	if r := byTag["order"]; r.MaxID != 1001 || r.Step != 1000 || r.Retired {
+		t.Fatalf("sealed row of order = %+v, want max_id 1001, step 1000", r)
+	}
+	if r := byTag["gone"]; r.MaxID != last.MaxID || !r.Retired {
+		t.Fatalf("sealed row of the deleted tag = %+v, want retired at %d", r, last.MaxID)
+	}
+	if _, err := from.Alloc(c, "order", 0); !errors.Is(err, segment.ErrStoreMoved) {
+		t.Fatalf("Alloc after Seal: %v, want ErrStoreMoved", err)
+	}
+	if err := from.Create(c, segment.Row{Tag: "late", Step: 5}); !errors.Is(err, segment.ErrStoreMoved) {
+		t.Fatalf("Create after Seal: %v, want ErrStoreMoved", err)
+	}
+	if info, err := from.Info(c); err != nil || info.MovedTo != "elsewhere" || info.MovedAt.IsZero() {
+		t.Fatalf("Info after Seal = %+v, %v", info, err)
+	}
+	if _, err := from.Seal(c, "a third store"); !errors.Is(err, segment.ErrStoreMoved) {
+		t.Fatalf("Seal for another store after a Seal: %v, want ErrStoreMoved", err)
+	}
+	if again, err := from.Seal(c, "elsewhere"); err != nil || len(again) != len(rows) {
+		t.Fatalf("Seal resumed = %d rows, %v; want %d", len(again), err, len(rows))
+	}
+
+	create(t, to, segment.Row{Tag: "order", Step: 7, MaxID: 50}) // lower: raised
+	for range 2 {                                                // twice changes nothing
+		for _, r := range rows {
+			if err := to.Raise(c, r); err != nil {
+				t.Fatalf("Raise(%+v): %v", r, err)
+			}
+		}
+	}
+	if err := to.Raise(c, segment.Row{Tag: "order", MaxID: 10, Step: 1}); err != nil { // never lowers
+		t.Fatal(err)
+	}
+	r, err := to.Alloc(c, "order", 0)
+	if err != nil || r.MaxID-r.Step != 1001 {
+		t.Fatalf("first segment of order after the move = %+v, %v; want it to start at 1001", r, err)
+	}
+	if _, err := to.Alloc(c, "gone", 0); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("a retired tag is live after the move: %v", err)
+	}
+	create(t, to, segment.Row{Tag: "gone", Step: 10})
+	if r, err := to.Alloc(c, "gone", 0); err != nil || r.MaxID-r.Step < last.MaxID {
+		t.Fatalf("re-added tag after the move = %+v, %v; want it to start at %d or above", r, err, last.MaxID)
+	}
+
+	// Moving back: the old store serves again once unsealed.
+	if err := from.Raise(c, segment.Row{Tag: "order", MaxID: 5001, Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := from.Unseal(c); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := from.Alloc(c, "order", 0); err != nil || r.MaxID-r.Step != 5001 {
+		t.Fatalf("Alloc after a move back = %+v, %v; want it to start at 5001", r, err)
+	}
+}
+
+// testSealRace seals a store while allocators hammer it: every allocation
+// that succeeded is within the max_id Seal returned, and none succeeds
+// after it.
+func testSealRace(t *testing.T, newBackend NewBackend) {
+	b := newBackend(t, false)
+	c := ctx(t)
+	create(t, b.Open(t), segment.Row{Tag: "order", Step: 1})
+	var mu sync.Mutex
+	var highest int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		s := b.Open(t)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := s.Alloc(c, "order", 0)
+				if errors.Is(err, segment.ErrStoreMoved) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				highest = max(highest, r.MaxID)
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	rows, err := b.Open(t).Seal(c, "elsewhere")
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || highest == 0 || highest > rows[0].MaxID {
+		t.Fatalf("an allocation reached max_id %d, beyond the %d Seal returned (%+v)", highest, rows[0].MaxID, rows)
 	}
 }
