@@ -2,12 +2,9 @@ package kv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,84 +12,6 @@ import (
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
-
-// Buckets of the worker-ID leases.
-const (
-	// WorkersBucket holds one key per claimed worker ID; the bucket's TTL
-	// expires the keys of workers that stopped renewing.
-	WorkersBucket = "leaf_workers"
-	// ClocksBucket holds each worker ID's last timestamp. It has no TTL: the
-	// timestamp must outlive the lease so the next holder starts after it.
-	ClocksBucket = "leaf_worker_clocks"
-)
-
-var (
-	// ErrNoFreeWorkerID is returned by Claim when every worker ID of its
-	// range is held.
-	ErrNoFreeWorkerID = errors.New("kv: every worker ID is held by a live worker")
-	// errClockRaced: a worker ID's timestamp changed under a holder's
-	// compare-and-set.
-	errClockRaced = errors.New("its last timestamp was written by another writer")
-)
-
-// listTimeout bounds the listing of held keys, a hint (Create decides): a
-// watcher over keys that expire while it starts may never report that it
-// has sent them all.
-const listTimeout = 2 * time.Second
-
-// LeaseConfig configures Claim. The zero value of every field means its
-// default (see workerid.Config for why configuration reads this way).
-type LeaseConfig struct {
-	// TTL of a lease (30s). The bucket's own TTL wins when the bucket
-	// already exists with another one, since the server expires by it.
-	TTL time.Duration
-	// Replicas of both buckets when they are created (1).
-	Replicas int
-	// Holder describes the claimant in the lease value (host, pid).
-	Holder string
-	// Clock is the generator's clock: timestamps recorded and compared are
-	// in its time (snowflake.SystemClock).
-	Clock snowflake.Clock
-	// First and Last bound the worker IDs Claim tries (0 and 0 mean all,
-	// 0..1023), to split the ID space between clusters.
-	First, Last int
-	// MaxWait is how long Claim waits for the clock to pass the previous
-	// holder's last timestamp before giving up (the TTL, at least
-	// workerid.DefaultMaxWait).
-	MaxWait time.Duration
-}
-
-func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
-	var errs []error
-	if c.TTL < 0 {
-		errs = append(errs, fmt.Errorf("TTL %v is negative", c.TTL))
-	}
-	if c.TTL == 0 {
-		c.TTL = 30 * time.Second
-	}
-	if c.Replicas < 0 || c.Replicas > 5 {
-		errs = append(errs, fmt.Errorf("replicas %d: want 1..5", c.Replicas))
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.Clock == nil {
-		c.Clock = snowflake.SystemClock{}
-	}
-	if c.MaxWait <= 0 {
-		c.MaxWait = max(c.TTL, workerid.DefaultMaxWait)
-	}
-	if c.First == 0 && c.Last == 0 {
-		c.Last = snowflake.MaxWorkerID
-	}
-	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
-		errs = append(errs, fmt.Errorf("worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("kv: lease config: %w", err)
-	}
-	return c, nil
-}
 
 // Lease is a claimed worker ID. It implements workerid.Holder.
 type Lease struct {
@@ -112,190 +31,30 @@ type Lease struct {
 
 var _ workerid.Holder = (*Lease)(nil)
 
-type leaseValue struct {
-	Holder  string    `json:"holder"`
-	Claimed time.Time `json:"claimed"`
-}
-
-func leaseKey(id int) string { return "worker." + strconv.Itoa(id) }
-
-// Claim takes a free worker ID: Create on its key is the claim. It then waits
-// until the clock is past the ID's last recorded timestamp and records a
-// first reservation, so the returned lease may vend at once (until Deadline).
-//
-// It starts at a random ID so that concurrent claimants rarely collide. A
-// first pass takes only IDs whose last timestamp the clock has passed; a
-// second one waits (up to MaxWait) for one it has not.
-func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, error) {
-	c, err := c.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	cl, err := newClaimer(ctx, js, c)
-	if err != nil {
-		return nil, err
-	}
-	taken, err := cl.held(ctx)
-	if err != nil {
-		return nil, err
-	}
-	size := c.Last - c.First + 1
-	start := rand.IntN(size)
-	var behind error
-	for _, wait := range []time.Duration{0, c.MaxWait} {
-		for i := range size {
-			id := c.First + (start+i)%size
-			if taken[id] {
-				continue
-			}
-			l, err := cl.try(ctx, id, wait)
-			switch {
-			case err == nil:
-				return l, nil
-			case errors.Is(err, jetstream.ErrKeyExists):
-				taken[id] = true
-			case errors.Is(err, workerid.ErrClockBehind):
-				behind = err
-			default:
-				return nil, err
-			}
-		}
-	}
-	if behind != nil {
-		return nil, fmt.Errorf("kv: no free worker ID in %d..%d whose last timestamp this clock has passed: %w", c.First, c.Last, behind)
-	}
-	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
-		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, cl.ttl)
-}
-
-// claimer is one Claim's view of the buckets.
-type claimer struct {
-	cfg            LeaseConfig
-	leases, clocks jetstream.KeyValue
-	ttl            time.Duration // the lease bucket's
-	value          []byte
-}
-
-func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*claimer, error) {
-	leases, ttl, err := workerBuckets(ctx, js, c)
-	if err != nil {
-		return nil, err
-	}
-	clocks, err := js.KeyValue(ctx, ClocksBucket)
-	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", ClocksBucket, err)
-	}
-	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
-	return &claimer{cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value}, nil
-}
-
-// held returns the worker IDs whose lease keys exist, as far as a bounded
-// listing finds them: a hint that saves a Create per held ID.
-func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
-	taken := map[int]bool{}
-	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	defer cancel()
-	keys, err := cl.leases.ListKeys(lctx)
-	if err != nil {
-		return taken, ctx.Err() // only the caller's end is an error
-	}
-	for k := range keys.Keys() {
-		if id, err := strconv.Atoi(strings.TrimPrefix(k, "worker.")); err == nil {
-			taken[id] = true
-		}
-	}
-	return taken, nil
-}
-
-// try claims worker ID id if its last timestamp is at most wait ahead of the
-// clock. The wait comes before the claim: it needs no lease, and a long one
-// would outlive it. It fails with jetstream.ErrKeyExists when id is held and
-// workerid.ErrClockBehind when the wait would be longer.
-func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease, error) {
-	last, _, err := readClock(ctx, cl.clocks, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := workerid.WaitPast(ctx, cl.cfg.Clock, last, wait); err != nil {
-		return nil, fmt.Errorf("worker ID %d: %w", id, err)
-	}
-	rev, err := cl.leases.Create(ctx, leaseKey(id), cl.value)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
-	}
-	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, leases: cl.leases, clocks: cl.clocks}
-	if err := l.start(ctx, min(cl.cfg.MaxWait, cl.ttl/2)); err != nil {
-		l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
-		return nil, err
-	}
-	return l, nil
-}
-
-// workerBuckets opens (or creates) both buckets and returns the lease bucket
-// and its effective TTL.
-func workerBuckets(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (jetstream.KeyValue, time.Duration, error) {
-	leases, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
-		Bucket: WorkersBucket, Description: "leaf-nats worker-ID leases",
-		History: 1, TTL: c.TTL, Replicas: c.Replicas, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	if _, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
-		Bucket: ClocksBucket, Description: "leaf-nats worker-ID last timestamps",
-		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage,
-	}); err != nil {
-		return nil, 0, err
-	}
-	// A timestamp the server may drop would let the next holder repeat IDs.
-	stream, err := js.Stream(ctx, "KV_"+ClocksBucket)
-	if err != nil {
-		return nil, 0, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
-	}
-	if sc := stream.CachedInfo().Config; sc.MaxAge > 0 || sc.MaxBytes > 0 || sc.MaxMsgs > 0 {
-		return nil, 0, fmt.Errorf("kv: bucket %s has a TTL or size limit (max age %v, bytes %d, messages %d), so worker IDs' last timestamps could be dropped and IDs repeated; recreate it without limits",
-			ClocksBucket, sc.MaxAge, sc.MaxBytes, sc.MaxMsgs)
-	}
-	st, err := leases.Status(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("kv: status of %s: %w", WorkersBucket, err)
-	}
-	ttl := st.TTL()
-	if ttl <= 0 {
-		return nil, 0, fmt.Errorf("kv: bucket %s has no TTL, so dead workers' IDs would never be freed; delete it (nats kv del %s) and restart",
-			WorkersBucket, WorkersBucket)
-	}
-	return leases, ttl, nil
-}
-
-func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) { // created by a concurrent process
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s (is JetStream enabled on the server?): %w", cfg.Bucket, err)
-	}
-	return kv, nil
-}
-
 // start makes the first reservation. The clock key is written with
 // compare-and-set: if a former holder that lost the ID without noticing
 // recorded a later timestamp after Claim read it, the write fails and start
 // waits past that one too.
-func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
+//
+// A worker ID with no recorded timestamp in a bucket younger than a TTL is
+// one no holder of this bucket ever used, or one whose record was lost with
+// an earlier bucket (a wiped NATS store), whose last holder may still be
+// vending until its deadline, a TTL after the wipe at most, since it can
+// renew no more. Then fresh is how long until that deadline has passed for
+// every clock, and start records, and waits past while renewing, the
+// millisecond fresh from now.
+func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report func(string)) error {
 	for {
 		last, rev, err := readClock(ctx, l.clocks, l.id)
 		if err != nil {
 			return err
 		}
-		if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
+		quarantine := rev == 0 && fresh > 0
+		if quarantine {
+			last = l.clock.Now().Add(fresh).UnixMilli()
+			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, until no earlier holder can still be vending with it",
+				l.id, ClocksBucket, fresh.Round(time.Millisecond)))
+		} else if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)
 		}
 		l.last, l.clockRev = last, rev
@@ -305,7 +64,34 @@ func (l *Lease) start(ctx context.Context, maxWait time.Duration) error {
 			}
 			return err
 		}
+		if quarantine {
+			return l.waitPastRenewing(ctx, last)
+		}
 		return nil
+	}
+}
+
+// waitPastRenewing waits until the clock is past the Unix millisecond last,
+// renewing the lease as a holder does.
+func (l *Lease) waitPastRenewing(ctx context.Context, last int64) error {
+	for {
+		behind := time.Duration(last-l.clock.Now().UnixMilli()+1) * time.Millisecond
+		if behind <= 0 {
+			_, err := l.Renew(ctx, last)
+			return err
+		}
+		t := time.NewTimer(min(behind, l.ttl/3))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if behind > l.ttl/3 {
+			if _, err := l.Renew(ctx, last); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -348,6 +134,10 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // the worker ID's last timestamp. The deadline is measured
 // from before the update was sent, so it falls before the server can expire
 // the key: no one else can hold the ID while we may vend with it.
+//
+// A lease whose key, or whose bucket, is gone is lost: so is every lease
+// when the NATS store is wiped, and the holder claims anew in the buckets
+// created again.
 func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	// A renewal that takes longer than a quarter of the TTL is better
 	// abandoned and retried than waited for.
@@ -356,10 +146,7 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	sent := l.clock.Now()
 	rev, err := l.leases.Update(ctx, leaseKey(l.id), l.value, l.rev)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
-			return time.Time{}, fmt.Errorf("%w: worker ID %d expired or was taken: %v", workerid.ErrLeaseLost, l.id, err)
-		}
-		return time.Time{}, fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
+		return time.Time{}, l.renewError(ctx, err)
 	}
 	l.rev = rev
 	// A small margin for the server's clock running faster than ours.
@@ -376,11 +163,31 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: worker ID %d: %w", workerid.ErrLeaseLost, l.id, errClockRaced)
 	}
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, l.renewError(ctx, err)
 	}
 	l.clockRev, l.recorded = crev, rec
 	l.deadline = deadline
 	return deadline, nil
+}
+
+// renewError classifies a failed renewal: the key or its bucket gone means
+// the lease is lost; anything else may pass (a timeout, a JetStream leader
+// election) and is retried.
+func (l *Lease) renewError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("%w: worker ID %d expired or was taken: %v", workerid.ErrLeaseLost, l.id, err)
+	case bucketGone(err):
+		// "No response from stream" is also what a publish gets while a
+		// stream has no leader: ask whether the buckets still exist.
+		for _, kv := range []jetstream.KeyValue{l.leases, l.clocks} {
+			if _, serr := kv.Status(ctx); bucketGone(serr) {
+				return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state): %v",
+					workerid.ErrLeaseLost, kv.Bucket(), err)
+			}
+		}
+	}
+	return fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
 }
 
 func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {

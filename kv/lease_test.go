@@ -26,6 +26,24 @@ func newJS(t *testing.T, s *server.Server) jetstream.JetStream {
 	return js
 }
 
+// established creates the worker-ID buckets with ttl, as the first vendor
+// of a cluster would, and records a last timestamp (0) for every worker ID,
+// as a cluster past its first TTL has: claims do not wait out the
+// quarantine of a new bucket. The tests of that quarantine do without it.
+func established(t *testing.T, js jetstream.JetStream, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	_, clocks, _, err := workerBuckets(ctx, js, LeaseConfig{TTL: ttl, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range snowflake.MaxWorkerID + 1 {
+		if _, err := clocks.Put(ctx, leaseKey(id), []byte("0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // offsetClock is the system clock shifted, to play a host whose clock is off.
 type offsetClock struct{ d time.Duration }
 
@@ -64,6 +82,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestConcurrentClaimsNeverShare(t *testing.T) {
 	s := natstest.Server(t)
+	established(t, newJS(t, s), time.Minute)
 	const n = 50
 	ids := make([]int, n)
 	var wg sync.WaitGroup
@@ -91,6 +110,7 @@ func TestConcurrentClaimsNeverShare(t *testing.T) {
 func TestAllIDsTakenIsAClearError(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
+	established(t, js, time.Minute)
 	cfg := LeaseConfig{TTL: time.Minute, First: 1000, Last: 1023}
 	seen := map[int]bool{}
 	for range 24 {
@@ -110,6 +130,7 @@ func TestAllIDsTakenIsAClearError(t *testing.T) {
 func TestReleaseFreesIDAtOnce(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
+	established(t, js, time.Minute)
 	cfg := LeaseConfig{TTL: time.Minute, First: 7, Last: 7}
 	l := claim(t, js, cfg)
 	g := leasedGen(t, l, nil)
@@ -131,6 +152,7 @@ func TestReleaseFreesIDAtOnce(t *testing.T) {
 func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 	s := natstest.Server(t)
 	cfg := LeaseConfig{TTL: 2 * time.Second, First: 3, Last: 3}
+	established(t, newJS(t, s), cfg.TTL)
 	a := claim(t, newJS(t, s), cfg)
 	ga := leasedGen(t, a, nil)
 	var idsA []int64
@@ -175,8 +197,9 @@ func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	const ttl = 2 * time.Second
-	k, err := workerid.Open(workerid.Config{Claim: func(ctx context.Context, first, last int) (workerid.Holder, error) {
-		return Claim(ctx, js, LeaseConfig{TTL: ttl, First: first, Last: last})
+	established(t, js, ttl)
+	k, err := workerid.Open(workerid.Config{Claim: func(ctx context.Context, r workerid.ClaimRequest) (workerid.Holder, error) {
+		return Claim(ctx, js, LeaseConfig{TTL: ttl, First: r.First, Last: r.Last})
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +237,7 @@ func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
 func TestRenewNeverRecordsLessThanUsed(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
+	established(t, js, time.Minute)
 	cfg := LeaseConfig{TTL: time.Minute, First: 9, Last: 9}
 	l := claim(t, js, cfg)
 	used := time.Now().Add(2 * time.Minute).UnixMilli() // IDs made before the clock stepped back
@@ -253,6 +277,7 @@ func TestClocksBucketWithLimitsIsRefused(t *testing.T) {
 func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
+	established(t, js, time.Minute)
 	l := claim(t, js, LeaseConfig{TTL: time.Minute, First: 11, Last: 12})
 	ahead := time.Now().Add(time.Hour).UnixMilli()
 	if _, err := l.Renew(context.Background(), ahead); err != nil {
@@ -282,6 +307,7 @@ func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
 func TestClaimWaitLongerThanTTL(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
+	established(t, js, time.Second)
 	cfg := LeaseConfig{TTL: time.Second, First: 4, Last: 4, MaxWait: 5 * time.Second}
 	l := claim(t, js, cfg)
 	ahead := time.Now().Add(2500 * time.Millisecond).UnixMilli()
@@ -307,6 +333,7 @@ func TestClaimWaitLongerThanTTL(t *testing.T) {
 func TestRenewAfterClockRaceIsLost(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
+	established(t, js, time.Minute)
 	l := claim(t, js, LeaseConfig{TTL: time.Minute, First: 5, Last: 5})
 	clocks, _ := js.KeyValue(context.Background(), ClocksBucket)
 	if _, err := clocks.Put(context.Background(), leaseKey(5), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))); err != nil {

@@ -126,7 +126,7 @@ func ascendingUnique(t *testing.T, ids []int64) {
 
 func TestClientSnowflakeAndSegment(t *testing.T) {
 	s := natstest.Server(t)
-	startVendor(t, s)
+	startVendor(t, s, 1)
 	startSegmentVendor(t, s, "order")
 	c := newClient(t, natstest.Conn(t, s), vending.ClientConfig{})
 	ctx := ctxT(t)

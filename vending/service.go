@@ -140,6 +140,7 @@ func (noObserver) Observe(string, string, int, int, time.Duration) {}
 // Service answers ID requests as the micro service "leaf".
 type Service struct {
 	cfg Config
+	nc  *nats.Conn
 	svc micro.Service
 	log *slog.Logger
 	obs Observer
@@ -160,7 +161,7 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: c, log: c.Logger, obs: c.Observer}
+	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	mc := micro.Config{
 		Name:        ServiceName,
@@ -252,8 +253,27 @@ func (b *scratch) reply(s *Service, req micro.Request, mode, tag string, ids []i
 	} else {
 		b.out = AppendText(b.out[:0], ids)
 	}
-	req.Respond(b.out)
+	if err := req.Respond(b.out); err != nil {
+		s.failSend(req, mode, tag, len(ids), len(b.out), err, start)
+		return
+	}
 	s.obs.Observe(mode, tag, CodeOK, len(ids), time.Since(start))
+}
+
+// failSend answers a request whose reply could not be sent (larger than the
+// server's max_payload, or the connection closing) with a 500 that says so:
+// its IDs are used up and never handed out, and it counts as an error in
+// the metrics and micro stats, not as IDs.
+func (s *Service) failSend(req micro.Request, mode, tag string, n, size int, err error, start time.Time) {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, micro.ErrRespond) && s.nc.MaxPayload() < int64(size) {
+		err = fmt.Errorf("the reply of %d IDs takes %d bytes, more than the NATS server's max_payload of %d: ask for fewer IDs, or use the binary encoding (%w)",
+			n, size, s.nc.MaxPayload(), err)
+	} else {
+		err = fmt.Errorf("the reply of %d IDs could not be sent: %w", n, err)
+	}
+	s.internal.note(s, err)
+	req.Error(strconv.Itoa(CodeInternal), err.Error(), nil)
+	s.obs.Observe(mode, tag, CodeInternal, 0, time.Since(start))
 }
 
 // snowflakeHandler serves <prefix>.snowflake. micro calls it from the

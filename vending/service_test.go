@@ -4,38 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
-	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
 
-// startVendor runs one vending service with a worker ID claimed from KV, on
-// its own connection, as a vendor process would.
-func startVendor(t *testing.T, s *server.Server) *snowflake.Generator {
+// startVendor runs one vending service on its own connection, as a vendor
+// process would, with a snowflake generator of its own worker ID (which
+// package workerid would hold for a vendor: here each test gives distinct
+// ones).
+func startVendor(t *testing.T, s *server.Server, workerID int) *snowflake.Generator {
 	t.Helper()
-	js, err := jetstream.New(natstest.Conn(t, s))
+	g, err := snowflake.New(snowflake.Settings{WorkerID: workerID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := kv.Claim(context.Background(), js, kv.LeaseConfig{TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := snowflake.New(snowflake.Settings{WorkerID: l.ID(), Last: l.Last(), Leased: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Window(l.Deadline())
 	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g})
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +39,8 @@ func startVendor(t *testing.T, s *server.Server) *snowflake.Generator {
 
 func TestThreeVendorsShareTheLoad(t *testing.T) {
 	s := natstest.Server(t)
-	for range 3 {
-		startVendor(t, s)
+	for id := range 3 {
+		startVendor(t, s, id+1)
 	}
 	nc := natstest.Conn(t, s)
 	const clients, perClient, batch = 50, 667, 5 // 100,050 IDs
@@ -116,7 +109,7 @@ func request(t *testing.T, nc *nats.Conn, subject, body string) *nats.Msg {
 
 func TestRepliesAndErrors(t *testing.T) {
 	s := natstest.Server(t)
-	g := startVendor(t, s)
+	g := startVendor(t, s, 1)
 	nc := natstest.Conn(t, s)
 
 	msg := request(t, nc, "leaf.snowflake", "5")
@@ -164,7 +157,7 @@ func TestRepliesAndErrors(t *testing.T) {
 
 func TestBinaryEncoding(t *testing.T) {
 	s := natstest.Server(t)
-	startVendor(t, s)
+	startVendor(t, s, 1)
 	nc := natstest.Conn(t, s)
 	req := nats.NewMsg("leaf.snowflake")
 	req.Header.Set(vending.EncodingHeader, vending.EncodingBinary)
@@ -181,7 +174,7 @@ func TestBinaryEncoding(t *testing.T) {
 
 func TestMicroDiscovery(t *testing.T) {
 	s := natstest.Server(t)
-	startVendor(t, s)
+	startVendor(t, s, 1)
 	nc := natstest.Conn(t, s)
 	msg := request(t, nc, "$SRV.INFO.leaf", "")
 	var info micro.Info
@@ -271,4 +264,73 @@ func TestStopAnswersRequestsInFlight(t *testing.T) {
 	if msg == nil || string(msg.Data) != "100\n101" {
 		t.Fatalf("in-flight request answered %v, want IDs 100 and 101", msg)
 	}
+}
+
+// recorder is an Observer that keeps what it is told.
+type recorder struct {
+	mu    sync.Mutex
+	codes []int
+	ids   int
+}
+
+func (r *recorder) Observe(_, _ string, code, ids int, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.codes = append(r.codes, code)
+	r.ids += ids
+}
+
+// A reply larger than the server's max_payload cannot be sent: the client
+// gets a 500 that says why instead of a timeout, and the request counts as
+// an error, not as IDs, in the metrics and in micro stats.
+func TestReplyAboveMaxPayloadIsAnError(t *testing.T) {
+	s := natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) { o.MaxPayload = 4096 }})
+	g, err := snowflake.New(snowflake.Settings{WorkerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g, MaxBatch: 10000, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	nc := natstest.Conn(t, s)
+	msg := request(t, nc, "leaf.snowflake", "1000") // about 19 KB of text
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "500" || !strings.Contains(msg.Header.Get(micro.ErrorHeader), "max_payload of 4096") {
+		t.Fatalf("reply %v %.80q, want a 500 naming max_payload", msg.Header, msg.Data)
+	}
+	if msg := request(t, nc, "leaf.snowflake", "100"); msg.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("100 IDs (2 KB) refused: %v", msg.Header)
+	}
+	rec.mu.Lock()
+	codes, ids := rec.codes, rec.ids
+	rec.mu.Unlock()
+	if len(codes) != 2 || codes[0] != vending.CodeInternal || ids != 100 {
+		t.Fatalf("observed codes %v and %d IDs, want a 500, then the 100 IDs sent", codes, ids)
+	}
+	stats := microStats(t, nc)
+	if stats.NumErrors != 1 {
+		t.Fatalf("micro stats count %d errors, want 1", stats.NumErrors)
+	}
+}
+
+// microStats returns the snowflake endpoint's stats of the one vendor.
+func microStats(t *testing.T, nc *nats.Conn) micro.EndpointStats {
+	t.Helper()
+	msg, err := nc.Request("$SRV.STATS.leaf", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range st.Endpoints {
+		if ep.Name == "snowflake" {
+			return *ep
+		}
+	}
+	t.Fatalf("no snowflake endpoint in %s", msg.Data)
+	return micro.EndpointStats{}
 }

@@ -33,11 +33,12 @@ const (
 // whole struct at once and names every bad field, so a caller sees all its
 // mistakes in one error.
 type Config struct {
-	// Claim takes a hold on a free worker ID in first..last, waiting
-	// until the clock is past its last timestamp (kv.Claim). Required. An
-	// error marked with Permanent ends the Keeper if no worker ID was ever
-	// held; every other error is retried with backoff.
-	Claim func(ctx context.Context, first, last int) (Holder, error)
+	// Claim takes a hold on a free worker ID of the request's range,
+	// waiting until the clock is past its last timestamp (kv.Claim), and
+	// says through the request's Report why it waits. Required. An error
+	// marked with Permanent ends the Keeper if no worker ID was ever held;
+	// every other error is retried with backoff.
+	Claim func(ctx context.Context, r ClaimRequest) (Holder, error)
 	// First and Last bound the worker IDs claimed; 0 and 0 mean all,
 	// 0..snowflake.MaxWorkerID.
 	First, Last int
@@ -48,8 +49,25 @@ type Config struct {
 	// epoch, clock and clock tolerance. The Keeper sets WorkerID, Last and
 	// Leased.
 	Generator snowflake.Settings
+	// Fence, when set, is a counter that moves whenever the worker ID's
+	// hold must be renewed before the next ID: the count of reconnects of
+	// the connection requests arrive on, to a server that may not be the
+	// one the hold was renewed on (it may have lost every lease). NextN
+	// refuses while it differs from its value at the last renewal, and
+	// asks for a renewal at once.
+	Fence func() uint64
 	// Logger receives claims, losses and releases. Default: discard.
 	Logger *slog.Logger
+}
+
+// ClaimRequest is what the Keeper asks Config.Claim for.
+type ClaimRequest struct {
+	// First and Last bound the worker IDs to claim (equal for a static
+	// worker ID).
+	First, Last int
+	// Report tells the Keeper, in a sentence for people, why the claim
+	// is waiting; Status shows it until the claim ends.
+	Report func(string)
 }
 
 // Static is a pinned worker ID. It keeps its last timestamp in File as well
@@ -102,10 +120,13 @@ type Keeper struct {
 	err    error
 
 	renewals, failures atomic.Uint64
-	deadline           atomic.Int64 // Unix ns of the last deadline, 0 before any
+	deadline           atomic.Int64  // Unix ns of the last deadline, 0 before any
+	fencedAt           atomic.Uint64 // Fence's value before the last renewal
+	renewNow           chan struct{} // capacity 1: NextN found the fence moved
 
 	mu        sync.Mutex // guards the fields below and replacing gen
 	info      Info
+	waiting   string          // why the claim in progress waits
 	lastErr   error           // of the last failed claim, until one succeeds
 	clockBase snowflake.Stats // clock counters of generators replaced
 }
@@ -118,7 +139,8 @@ func Open(c Config) (*Keeper, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	k := &Keeper{cfg: c, log: c.Logger, claimed: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	k := &Keeper{cfg: c, log: c.Logger, claimed: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		renewNow: make(chan struct{}, 1)}
 	go func() {
 		defer close(k.done)
 		k.err = k.run(ctx)
@@ -145,8 +167,14 @@ func (k *Keeper) Err() error {
 }
 
 // Close stops vending, releases the worker ID (recording its true last
-// millisecond) and waits for the loop, or for ctx.
+// millisecond) and waits for the loop, or for ctx. It returns the release's
+// error; a Keeper that had stopped by itself has said why through Err.
 func (k *Keeper) Close(ctx context.Context) error {
+	select {
+	case <-k.done:
+		return nil
+	default:
+	}
 	k.cancel()
 	select {
 	case <-k.done:
@@ -157,13 +185,42 @@ func (k *Keeper) Close(ctx context.Context) error {
 }
 
 // NextN appends n IDs from the current generator to dst; without a worker
-// ID it fails with an error wrapping snowflake.ErrNoLease.
+// ID, or while the fence says the hold must be renewed first, it fails with
+// an error wrapping snowflake.ErrNoLease.
 func (k *Keeper) NextN(dst []int64, n int) ([]int64, error) {
 	g := k.gen.Load()
 	if g == nil {
-		return dst, fmt.Errorf("%w: no worker ID claimed yet", snowflake.ErrNoLease)
+		return dst, fmt.Errorf("%w: %s", snowflake.ErrNoLease, k.whyNone())
+	}
+	if k.cfg.Fence != nil && k.cfg.Fence() != k.fencedAt.Load() {
+		select {
+		case k.renewNow <- struct{}{}:
+		default:
+		}
+		return dst, fmt.Errorf("%w: reconnected to NATS; renewing the worker ID's lease there before vending again", snowflake.ErrNoLease)
 	}
 	return g.NextN(dst, n)
+}
+
+// whyNone says why no worker ID is held, for a 503.
+func (k *Keeper) whyNone() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.waiting != "":
+		return "claiming a worker ID: " + k.waiting
+	case k.lastErr != nil:
+		return "claiming a worker ID failed (retrying): " + k.lastErr.Error()
+	}
+	return "no worker ID claimed yet"
+}
+
+// fence returns the Fence's value, read before a renewal.
+func (k *Keeper) fence() uint64 {
+	if k.cfg.Fence == nil {
+		return 0
+	}
+	return k.cfg.Fence()
 }
 
 // run claims, keeps and re-claims a worker ID until ctx ends.
@@ -188,17 +245,20 @@ func (k *Keeper) claimRetrying(ctx context.Context) (*snowflake.Generator, Holde
 		g, h, every, err := k.claim(ctx)
 		if err == nil {
 			k.setLastErr(nil)
+			k.report("")
 			return g, h, every, nil
 		}
 		if ctx.Err() != nil {
 			return nil, nil, 0, nil
 		}
-		k.setLastErr(err)
 		var perm *PermanentError
 		if errors.As(err, &perm) && !k.everClaimed() {
+			k.setLastErr(err)
 			return nil, nil, 0, err
 		}
-		k.log.Warn("claiming a worker ID failed; retrying", "err", err, "retry_in", backoff)
+		if k.setLastErr(err) {
+			k.log.Warn("claiming a worker ID failed; retrying until it succeeds", "err", err, "retry_in", backoff)
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -222,20 +282,21 @@ func (k *Keeper) claim(ctx context.Context) (*snowflake.Generator, Holder, time.
 			return nil, nil, 0, Permanent(err)
 		}
 		if err := WaitPast(ctx, clock, fh.Last(), DefaultMaxWait); err != nil {
-			return nil, nil, 0, fmt.Errorf("static worker ID %d (timestamp file %s): %w", s.ID, s.File, err)
+			return nil, nil, 0, Permanent(fmt.Errorf("static worker ID %d (timestamp file %s): %w", s.ID, s.File, err))
 		}
-		l, err := k.cfg.Claim(ctx, s.ID, s.ID)
+		l, err := k.cfg.Claim(ctx, ClaimRequest{First: s.ID, Last: s.ID, Report: k.report})
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		h = both{fh, l}
 	} else {
-		l, err := k.cfg.Claim(ctx, k.cfg.First, k.cfg.Last)
+		l, err := k.cfg.Claim(ctx, ClaimRequest{First: k.cfg.First, Last: k.cfg.Last, Report: k.report})
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		h = l
 	}
+	k.report("")
 	settings := k.cfg.Generator
 	settings.WorkerID, settings.Last, settings.Leased = h.ID(), h.Last(), true
 	g, err := snowflake.New(settings)
@@ -243,8 +304,9 @@ func (k *Keeper) claim(ctx context.Context) (*snowflake.Generator, Holder, time.
 		err = Permanent(err)
 	} else {
 		var deadline time.Time
-		renewed := time.Now()
+		renewed, fence := time.Now(), k.fence()
 		if deadline, err = h.Renew(ctx, h.Last()); err == nil {
+			k.fencedAt.Store(fence)
 			g.Window(deadline)
 			k.deadline.Store(deadline.UnixNano())
 			k.setInfo(Info{ID: h.ID(), Mode: mode, Where: h.Where(), PrevLast: h.Last(), Claimed: time.Now().UTC()})
@@ -276,6 +338,7 @@ func renewInterval(hold time.Duration) time.Duration {
 // at the last deadline.
 func (k *Keeper) keep(ctx context.Context, g *snowflake.Generator, h Holder, interval time.Duration) error {
 	failing := false
+	var calm time.Time // pokes before this wait for the timer: renewals are failing
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -283,10 +346,16 @@ func (k *Keeper) keep(ctx context.Context, g *snowflake.Generator, h Holder, int
 		case <-ctx.Done():
 			return k.release(ctx, g, h)
 		case <-t.C:
+		case <-k.renewNow:
+			if time.Now().Before(calm) {
+				continue
+			}
 		}
+		fence := k.fence()
 		deadline, err := h.Renew(ctx, g.Last())
 		switch {
 		case err == nil:
+			k.fencedAt.Store(fence)
 			g.Window(deadline)
 			k.renewals.Add(1)
 			k.deadline.Store(deadline.UnixNano())
@@ -309,6 +378,7 @@ func (k *Keeper) keep(ctx context.Context, g *snowflake.Generator, h Holder, int
 					"worker_id", h.ID(), "err", err)
 				failing = true
 			}
+			calm = time.Now().Add(min(interval/4, time.Second))
 			t.Reset(interval / 4)
 		}
 	}
@@ -361,10 +431,26 @@ func (k *Keeper) setInfo(i Info) {
 	k.mu.Unlock()
 }
 
-func (k *Keeper) setLastErr(err error) {
+// report records why the claim in progress waits ("" once it does not),
+// and logs it when it changes.
+func (k *Keeper) report(why string) {
 	k.mu.Lock()
-	k.lastErr = err
+	changed := k.waiting != why
+	k.waiting = why
 	k.mu.Unlock()
+	if changed && why != "" {
+		k.log.Info("claiming a worker ID: " + why)
+	}
+}
+
+// setLastErr records the last claim error and reports whether it says
+// something other than the one before.
+func (k *Keeper) setLastErr(err error) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	changed := (k.lastErr == nil) != (err == nil) || err != nil && k.lastErr.Error() != err.Error()
+	k.lastErr = err
+	return changed
 }
 
 // Info describes the worker ID held last.
@@ -393,6 +479,8 @@ type Status struct {
 	// LastError is why the last claim failed, while none has succeeded
 	// since.
 	LastError error
+	// Waiting is why the claim in progress waits, when it says.
+	Waiting string
 }
 
 // Status returns the Keeper's state.
@@ -405,6 +493,7 @@ func (k *Keeper) Status() Status {
 		RenewalFailures: k.failures.Load(),
 		Clock:           k.clockBase,
 		LastError:       k.lastErr,
+		Waiting:         k.waiting,
 	}
 	if ns := k.deadline.Load(); ns != 0 {
 		s.Deadline = time.Unix(0, ns)

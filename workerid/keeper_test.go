@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ type claims struct {
 	calls   int
 }
 
-func (c *claims) claim(_ context.Context, first, last int) (Holder, error) {
+func (c *claims) claim(_ context.Context, _ ClaimRequest) (Holder, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
@@ -360,4 +361,32 @@ func TestBothRenewsEachAndTakesTheEarlierDeadline(t *testing.T) {
 	if _, err := hs.Renew(context.Background(), 0); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Renew with one holder lost: %v", err)
 	}
+}
+
+// After the connection requests arrive on reconnects (to a server that may
+// have lost every lease), no ID is made until the hold is renewed there.
+func TestKeeperRenewsBeforeVendingAfterTheFenceMoves(t *testing.T) {
+	h := &fakeHolder{id: 5, hold: time.Hour}
+	c := &claims{holders: []Holder{h}}
+	var reconnects atomic.Uint64
+	k := open(t, Config{Claim: c.claim, Fence: reconnects.Load})
+	claimed(t, k)
+	if _, err := k.NextN(nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.state()
+	h.fail(errors.New("the server does not answer yet"))
+	reconnects.Add(1)
+	if _, err := k.NextN(nil, 1); !errors.Is(err, snowflake.ErrNoLease) || !strings.Contains(err.Error(), "reconnected") {
+		t.Fatalf("NextN after a reconnect: %v, want ErrNoLease saying why", err)
+	}
+	waitFor(t, "a renewal asked for at once", func() bool { n, _ := h.state(); return n > before })
+	if _, err := k.NextN(nil, 1); !errors.Is(err, snowflake.ErrNoLease) {
+		t.Fatalf("NextN while the renewal fails: %v, want ErrNoLease", err)
+	}
+	h.fail(nil)
+	waitFor(t, "vending after a renewal", func() bool {
+		_, err := k.NextN(nil, 1)
+		return err == nil
+	})
 }

@@ -42,11 +42,13 @@ type Config struct {
 	MaxBatch      int    `envconfig:"MAX_BATCH" default:"10000" desc:"largest count one request may ask for"`
 
 	WorkerID       string        `envconfig:"WORKER_ID" desc:"static worker ID 0..1023 (Leaf's local mode); unset claims one from KV"`
+	WorkerIDRange  string        `envconfig:"WORKER_ID_RANGE" default:"0-1023" desc:"worker IDs this cluster may claim (disjoint ranges for clusters, or a Leaf deployment, serving the same consumers)"`
 	WorkerFile     string        `envconfig:"WORKER_FILE" desc:"with LEAF_WORKER_ID: file keeping its last timestamp (default <store dir>/worker-<id>.last)"`
 	WorkerLeaseTTL time.Duration `envconfig:"WORKER_LEASE_TTL" default:"30s" desc:"worker-ID lease TTL; renewed every third of it"`
 	KVReplicas     int           `envconfig:"KV_REPLICAS" default:"1" desc:"replicas of the KV buckets when this vendor creates them"`
 	Epoch          int64         `envconfig:"EPOCH" default:"1288834974657" desc:"snowflake epoch, Unix ms"`
 	ClockTolerance time.Duration `envconfig:"CLOCK_TOLERANCE" default:"5ms" desc:"backwards clock step that is waited out; larger ones answer 503"`
+	ClockMaxSkew   time.Duration `envconfig:"CLOCK_MAX_SKEW" default:"1s" desc:"a vendor whose clock is further from the NATS server's and its live peers' claims no worker ID"`
 
 	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
 	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
@@ -81,8 +83,17 @@ func kindOf(typeName string) string {
 // validate checks everything that can be checked before connecting.
 func (c Config) validate() error {
 	var errs []error
-	if _, err := c.staticWorkerID(); err != nil {
+	first, last, err := c.workerIDRange()
+	if err != nil {
 		errs = append(errs, err)
+	}
+	if id, err := c.staticWorkerID(); err != nil {
+		errs = append(errs, err)
+	} else if id >= 0 && first <= last && (id < first || id > last) {
+		errs = append(errs, fmt.Errorf("LEAF_WORKER_ID %d is outside LEAF_WORKER_ID_RANGE %s: pin an ID of the range", id, c.WorkerIDRange))
+	}
+	if c.ClockMaxSkew < 0 || c.ClockMaxSkew > time.Minute {
+		errs = append(errs, fmt.Errorf("LEAF_CLOCK_MAX_SKEW %v: want 0..1m (0: no check)", c.ClockMaxSkew))
 	}
 	if c.NATSURL == "" {
 		if _, _, err := net.SplitHostPort(c.NATSListen); err != nil {
@@ -121,6 +132,17 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("LEAF_SUBJECT_PREFIX: %w (unset it for the default, leaf)", err))
 	}
 	return errors.Join(errs...)
+}
+
+// workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last".
+func (c Config) workerIDRange() (first, last int, err error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(c.WorkerIDRange), "-")
+	first, ferr := strconv.Atoi(strings.TrimSpace(a))
+	last, lerr := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || ferr != nil || lerr != nil || first < 0 || last > snowflake.MaxWorkerID || first > last {
+		return 0, -1, fmt.Errorf("LEAF_WORKER_ID_RANGE %q: want first-last within 0-%d, such as 0-511", c.WorkerIDRange, snowflake.MaxWorkerID)
+	}
+	return first, last, nil
 }
 
 // staticWorkerID returns the pinned worker ID, or -1 when unset.

@@ -44,17 +44,11 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nat
 		fmt.Fprintln(rw, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		s := state.snapshot(false)
-		switch {
-		case !s.NATS:
-			http.Error(rw, "not ready: NATS connection down", http.StatusServiceUnavailable)
-		case !s.Worker.Held || !time.Now().Before(s.Worker.Deadline):
-			http.Error(rw, "not ready: no worker-ID lease held", http.StatusServiceUnavailable)
-		case !s.Ready:
-			http.Error(rw, "not ready: segment store unreachable and no buffered segments", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintln(rw, "ready")
+		if s := state.snapshot(false); !s.Ready {
+			http.Error(rw, "not ready: "+s.NotReady, http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(rw, "ready")
 	})
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")

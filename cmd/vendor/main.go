@@ -28,6 +28,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "tags":
 			return runTags(ctx, args[1:], stdout, stderr)
+		case "cluster":
+			return runCluster(ctx, args[1:], stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(args[1:], stdout, stderr)
 		default:

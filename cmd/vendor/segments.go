@@ -11,8 +11,9 @@ import (
 	"github.com/leaf-nats/leaf/segment/pgstore"
 )
 
-// tagStore is a segment store the vendor can both allocate from and manage
-// (the tags commands).
+// tagStore is a segment store the vendor can allocate from and manage: the
+// tags commands, and the cluster commands that move segments between
+// stores.
 type tagStore interface {
 	segment.Store
 	// Create adds a row; segment.ErrTagExists when the tag has one.
@@ -23,6 +24,18 @@ type tagStore interface {
 	SetStep(ctx context.Context, tag string, step int64) error
 	// Delete removes a row; segment.ErrUnknownTag when absent.
 	Delete(ctx context.Context, tag string) error
+	// Info returns the store's identity (recording one the first time)
+	// and whether its segments moved to another store.
+	Info(ctx context.Context) (segment.StoreInfo, error)
+	// Seal marks the segments moved to the store named to and returns
+	// every row, live and retired, as of then; no allocation succeeds
+	// after it.
+	Seal(ctx context.Context, to string) ([]segment.Row, error)
+	// Unseal makes a sealed store serve again.
+	Unseal(ctx context.Context) error
+	// Raise makes every ID handed out for the row's tag from now on at
+	// least its MaxID, creating the row if needed; it never lowers one.
+	Raise(ctx context.Context, r segment.Row) error
 }
 
 var (
@@ -30,42 +43,77 @@ var (
 	_ tagStore = (*kv.SegmentStore)(nil)
 )
 
+// Store kinds, as the cluster contract names them.
+const (
+	kindPostgres = "postgres"
+	kindKV       = "jetstream-kv"
+)
+
+// storeKind is the kind of store cfg configures.
+func (c Config) storeKind() string {
+	if c.PostgresURL != "" {
+		return kindPostgres
+	}
+	return kindKV
+}
+
 // openStore opens the configured segment store: Postgres when
-// LEAF_POSTGRES_URL is set, else the JetStream KV bucket. close releases it.
-func openStore(ctx context.Context, cfg Config, js jetstream.JetStream) (st tagStore, kind string, close func(), err error) {
+// LEAF_POSTGRES_URL is set, else the JetStream KV bucket, which it creates
+// when missing only if create: a KV store the cluster contract names is
+// never created again empty. close releases it.
+func openStore(ctx context.Context, cfg Config, js jetstream.JetStream, create bool) (st tagStore, close func(), err error) {
 	if cfg.PostgresURL != "" {
 		pg, err := pgstore.Open(cfg.PostgresURL)
 		if err != nil {
-			return nil, "", nil, err
+			return nil, nil, err
 		}
-		return pg, "postgres", func() { pg.Close() }, nil
+		return pg, func() { pg.Close() }, nil
 	}
-	ks, err := kv.NewSegmentStore(ctx, js, cfg.KVReplicas)
+	var ks *kv.SegmentStore
+	if create {
+		ks, err = kv.NewSegmentStore(ctx, js, cfg.KVReplicas)
+	} else {
+		ks, err = kv.OpenSegmentStore(ctx, js)
+	}
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, err
 	}
-	return ks, "jetstream-kv", func() {}, nil
+	return ks, func() {}, nil
 }
 
-// segments is the segment side of a running vendor.
+// segments is the segment side of a running vendor. Requests pass its gate
+// once the contract guard has matched the store against the contract.
 type segments struct {
 	alloc *segment.Allocator
 	store tagStore
 	kind  string
 	close func()
+	gate  func() error // nil: pass; else why not
 }
 
-func openSegments(ctx context.Context, cfg Config, js jetstream.JetStream, log *slog.Logger) (*segments, error) {
-	st, kind, closeStore, err := openStore(ctx, cfg, js)
-	if err != nil {
-		return nil, err
-	}
+func openSegments(ctx context.Context, cfg Config, st tagStore, closeStore func(), log *slog.Logger) (*segments, error) {
 	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep})
 	if err != nil {
 		closeStore()
 		return nil, err
 	}
-	return &segments{alloc: alloc, store: st, kind: kind, close: closeStore}, nil
+	return &segments{alloc: alloc, store: st, kind: cfg.storeKind(), close: closeStore, gate: func() error { return nil }}, nil
+}
+
+// TryTake serves from the buffers, past the gate (vending.Segments).
+func (s *segments) TryTake(tag string, dst []int64, n int) ([]int64, bool, error) {
+	if err := s.gate(); err != nil {
+		return dst, false, err
+	}
+	return s.alloc.TryTake(tag, dst, n)
+}
+
+// Take serves waiting for the store, past the gate (vending.Segments).
+func (s *segments) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	if err := s.gate(); err != nil {
+		return dst, err
+	}
+	return s.alloc.Take(ctx, tag, dst, n)
 }
 
 // Close stops the allocator, then closes the store.

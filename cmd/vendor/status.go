@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -18,6 +17,8 @@ type vendorState struct {
 	started  time.Time
 	keeper   *workerid.Keeper
 	segs     *segments
+	guard    *contractGuard
+	clock    snowflake.Clock // the IDs' clock: peers compare theirs with its Now
 	// connected reports whether the service's NATS connection is up.
 	connected func() bool
 
@@ -27,13 +28,14 @@ type vendorState struct {
 	rowErr string
 }
 
-func newVendorState(keeper *workerid.Keeper, segs *segments, connected func() bool) *vendorState {
-	host, _ := os.Hostname()
+func newVendorState(keeper *workerid.Keeper, segs *segments, guard *contractGuard, clock snowflake.Clock, connected func() bool) *vendorState {
 	return &vendorState{
-		instance:  fmt.Sprintf("%s/%d", host, os.Getpid()),
+		instance:  instanceName(),
 		started:   time.Now().UTC(),
 		keeper:    keeper,
 		segs:      segs,
+		guard:     guard,
+		clock:     clock,
 		connected: connected,
 	}
 }
@@ -44,7 +46,9 @@ type status struct {
 	Started  time.Time     `json:"started"`
 	Now      time.Time     `json:"now"`
 	Ready    bool          `json:"ready"`
+	NotReady string        `json:"not_ready,omitempty"` // why not, for people
 	NATS     bool          `json:"nats_connected"`
+	Contract contractState `json:"contract"`
 	Worker   workerStatus  `json:"worker"`
 	Clock    clockStatus   `json:"clock"`
 	Segments segmentStatus `json:"segments"`
@@ -59,9 +63,24 @@ type workerInfo struct {
 	Claimed  time.Time `json:"claimed"`
 }
 
+// contractState is this vendor's view of the cluster contract.
+type contractState struct {
+	// Segments is the segment store this vendor vends from, as the
+	// contract names it ("" until checked).
+	Segments string `json:"segments"`
+	// Note is why the last check could not complete; Refused why segment
+	// requests are refused.
+	Note    string `json:"note,omitempty"`
+	Refused string `json:"segments_refused,omitempty"`
+}
+
 type workerStatus struct {
 	workerInfo
 	Held bool `json:"held"`
+	// Waiting is why the claim in progress waits; LastError why the last
+	// one failed.
+	Waiting   string `json:"waiting,omitempty"`
+	LastError string `json:"last_error,omitempty"`
 	// Deadline is when the lease (or static reservation) runs out unless
 	// renewed; its millisecond is the last timestamp reported to the store.
 	Deadline        time.Time `json:"deadline"`
@@ -121,7 +140,7 @@ func toRange(s segment.Segment) segRange { return segRange{s.Start, s.Value, s.E
 // snapshot returns the state; withRows adds the store's rows (cached for two
 // seconds, so a page refreshing every second costs the store little).
 func (v *vendorState) snapshot(withRows bool) status {
-	s := status{Instance: v.instance, Started: v.started, Now: time.Now().UTC()}
+	s := status{Instance: v.instance, Started: v.started, Now: v.clock.Now().UTC()}
 	ks := v.keeper.Status()
 	s.Worker = workerStatus{
 		workerInfo:      workerInfo{ks.ID, ks.Mode, ks.Where, ks.PrevLast, ks.Claimed},
@@ -131,6 +150,14 @@ func (v *vendorState) snapshot(withRows bool) status {
 		LastIDMs:        ks.LastIDMs,
 		Renewals:        ks.Renewals,
 		RenewalFailures: ks.RenewalFailures,
+		Waiting:         ks.Waiting,
+	}
+	if ks.LastError != nil {
+		s.Worker.LastError = ks.LastError.Error()
+	}
+	s.Contract.Segments, s.Contract.Note = v.guard.status()
+	if err := v.guard.segmentsErr(); err != nil {
+		s.Contract.Refused = err.Error()
 	}
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
 	s.Segments = segmentStatus{Store: v.segs.kind, StoreUp: v.segs.alloc.StoreUp()}
@@ -155,9 +182,30 @@ func (v *vendorState) snapshot(withRows bool) status {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
 	}
 	s.NATS = v.connected()
-	s.Ready = s.NATS && s.Worker.Held && time.Now().Before(ks.Deadline) &&
-		(s.Segments.StoreUp || buffered)
+	s.NotReady = notReady(s, ks, buffered)
+	s.Ready = s.NotReady == ""
 	return s
+}
+
+// notReady says why the vendor cannot vend, or "".
+func notReady(s status, ks workerid.Status, buffered bool) string {
+	switch {
+	case !s.NATS:
+		return "NATS connection down"
+	case !s.Worker.Held || !time.Now().Before(ks.Deadline):
+		why := "no worker-ID lease held"
+		if ks.Waiting != "" {
+			why += ": " + ks.Waiting
+		} else if ks.LastError != nil {
+			why += ": " + ks.LastError.Error()
+		}
+		return why
+	case s.Contract.Refused != "":
+		return "segments refused: " + s.Contract.Refused
+	case !s.Segments.StoreUp && !buffered:
+		return "segment store unreachable and no buffered segments"
+	}
+	return ""
 }
 
 func (v *vendorState) storeRows() ([]rowStatus, string) {

@@ -6,18 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -114,7 +107,7 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 		return usagef("description is %d bytes; at most %d", len(*desc), segment.MaxDescriptionLen)
 	}
 
-	st, where, closeStore, err := openAdminStore(ctx, cfg, args[0] == "add")
+	st, where, closeStore, err := openTagStore(ctx, cfg, args[0] == "add")
 	if err != nil {
 		return err
 	}
@@ -190,66 +183,23 @@ func printRows(w io.Writer, rows []segment.Row) {
 	}
 }
 
-// openAdminStore opens the store a running vendor would use. For the
-// embedded default it goes through the vendor that holds
-// LEAF_NATS_STORE_DIR (its lock file names its address) or, when none does,
-// opens the directory itself and holds it meanwhile. Only add creates a
-// store that does not exist yet.
-func openAdminStore(ctx context.Context, cfg Config, create bool) (tagStore, string, func(), error) {
-	if cfg.PostgresURL != "" {
-		st, _, closeStore, err := openStore(ctx, cfg, nil)
+// openTagStore opens the segment store a vendor with cfg would use,
+// checked against the cluster contract when a NATS is there to read it
+// from. Only add creates a store that does not exist yet.
+func openTagStore(ctx context.Context, cfg Config, create bool) (tagStore, string, func(), error) {
+	a, err := openAdmin(cfg, create && cfg.storeKind() == kindKV)
+	if errors.Is(err, errNoStore) && cfg.storeKind() == kindPostgres {
+		// No NATS to read a contract from: no vendor has run here.
+		st, closeStore, err := openStore(ctx, cfg, nil, false)
 		return st, "Postgres", closeStore, err
 	}
-	natsURL, where := cfg.NATSURL, "NATS at "+redact(cfg.NATSURL)
-	stopServer := func() {}
-	if natsURL == "" {
-		dir, err := filepath.Abs(cfg.NATSStoreDir)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !create {
-			return nil, "", nil, fmt.Errorf("no store at %s: run this where the vendor runs, or set LEAF_NATS_STORE_DIR (or LEAF_NATS_URL, LEAF_POSTGRES_URL) as the vendor has it", dir)
-		}
-		lock, err := natsserver.LockStore(dir)
-		switch {
-		case errors.Is(err, natsserver.ErrStoreInUse):
-			url, uerr := natsserver.StoreURL(dir)
-			if uerr != nil || url == "" {
-				return nil, "", nil, fmt.Errorf("%w; set LEAF_NATS_URL to the address of the vendor using it", err)
-			}
-			natsURL, where = url, "the store "+dir+" of the vendor at "+url
-		case err != nil:
-			return nil, "", nil, err
-		default:
-			srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: dir, Name: "leaf-tags"})
-			if err != nil {
-				lock.Close()
-				return nil, "", nil, fmt.Errorf("open the embedded store %s: %w", dir, err)
-			}
-			natsURL, where = srv.ClientURL(), "the store "+dir
-			stopServer = func() { srv.Shutdown(); srv.WaitForShutdown(); lock.Close() }
-		}
-	}
-	opts, err := cfg.natsOptions()
 	if err != nil {
-		stopServer()
 		return nil, "", nil, err
 	}
-	nc, err := nats.Connect(natsURL, append(opts, nats.Name("leaf-tags"))...)
+	st, where, closeStore, err := a.store(ctx, cfg, create)
 	if err != nil {
-		stopServer()
-		return nil, "", nil, fmt.Errorf("connect to %s: %w", where, err)
-	}
-	cleanup := func() { nc.Close(); stopServer() }
-	js, err := jetstream.New(nc)
-	if err != nil {
-		cleanup()
+		a.Close()
 		return nil, "", nil, err
 	}
-	st, _, closeStore, err := openStore(ctx, cfg, js)
-	if err != nil {
-		cleanup()
-		return nil, "", nil, err
-	}
-	return st, where, func() { closeStore(); cleanup() }, nil
+	return st, where, func() { closeStore(); a.Close() }, nil
 }

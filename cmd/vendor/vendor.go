@@ -6,10 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -50,10 +53,12 @@ type vendor struct {
 
 	lock      *natsserver.StoreLock // embedded server's store directory
 	srv       *server.Server        // embedded server; nil with LEAF_NATS_URL
+	newStore  bool                  // the embedded server's store was created empty by this process
 	dataConn  *nats.Conn            // leases and stores; up until the lease is released
+	guard     *contractGuard
+	segs      *segments
 	stopClock func()
 	keeper    *workerid.Keeper
-	segs      *segments
 	svcConn   *nats.Conn // the service's; drained at Close
 	svcClosed <-chan struct{}
 	svc       *vending.Service
@@ -61,8 +66,9 @@ type vendor struct {
 }
 
 // openVendor opens a vendor's parts in order: store lock and embedded
-// server, data connection, worker ID, segments, service connection,
-// service, HTTP. On failure it closes what it opened.
+// server, data connection, cluster contract and segment store, worker ID,
+// service connection, service, HTTP; then it waits for the first worker ID.
+// On failure it closes what it opened.
 func openVendor(ctx context.Context, cfg Config, log *slog.Logger) (*vendor, error) {
 	v := &vendor{cfg: cfg, log: log}
 	if err := v.open(ctx); err != nil {
@@ -96,26 +102,25 @@ func (v *vendor) open(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
 	}
+	if err := v.openContractAndSegments(ctx, js); err != nil {
+		return err
+	}
 
 	clock, stopClock, err := newClock(log)
 	if err != nil {
 		return err
 	}
 	v.stopClock = stopClock
-	if err := v.openKeeper(ctx, js, clock); err != nil {
-		return err
-	}
-	if err := retryStartup(ctx, log, "open the segment store", func() (err error) {
-		v.segs, err = openSegments(ctx, cfg, js, log)
-		return err
-	}); err != nil {
-		return err
-	}
-
 	if v.svcConn, v.svcClosed, err = connect(natsURL, cfg, "leaf-vendor", log); err != nil {
 		return err
 	}
-	state := newVendorState(v.keeper, v.segs, v.svcConn.IsConnected)
+	if v.keeper, err = workerid.Open(v.keeperConfig(js, clock)); err != nil {
+		return err
+	}
+	if err := checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload()); err != nil {
+		return err
+	}
+	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected)
 	reg := newRegistry(state)
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:     cfg.SubjectPrefix,
@@ -123,7 +128,7 @@ func (v *vendor) open(ctx context.Context) error {
 		MaxBatch:   cfg.MaxBatch,
 		Snowflake:  v.keeper,
 		Epoch:      cfg.Epoch,
-		Segments:   v.segs.alloc,
+		Segments:   v.segs,
 		Stats:      func() any { return state.snapshot(false) },
 		Observer:   newRequestMetrics(reg),
 		Logger:     log,
@@ -133,10 +138,77 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.http, err = startHTTP(cfg, state, reg, v.svcConn, log); err != nil {
 		return err
 	}
+	if err := v.waitClaimed(ctx); err != nil {
+		return err
+	}
 	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
 		"worker_id", v.keeper.Status().ID, "segments", v.segs.kind)
 	return nil
 }
+
+// openContractAndSegments opens the cluster contract and the segment store,
+// and checks this vendor's settings against the contract before anything is
+// claimed or served.
+func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetStream) error {
+	cfg := v.cfg
+	var contracts *kv.Contracts
+	if err := retryStartup(ctx, v.log, "open the cluster contract", func() (err error) {
+		contracts, err = kv.OpenContracts(ctx, js, cfg.KVReplicas)
+		return err
+	}); err != nil {
+		return err
+	}
+	// A KV store the contract names is not created again if it is gone: its
+	// tags would start over and repeat IDs.
+	var recorded kv.Contract
+	if err := retryStartup(ctx, v.log, "read the cluster contract", func() (err error) {
+		recorded, _, err = contracts.Get(ctx)
+		if errors.Is(err, kv.ErrNoContract) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	create := cfg.storeKind() != kindKV || !strings.HasPrefix(recorded.Segments, kindKV+":")
+	var st tagStore
+	var closeStore func()
+	if err := retryStartup(ctx, v.log, "open the segment store", func() (err error) {
+		st, closeStore, err = openStore(ctx, cfg, js, create)
+		return err
+	}); err != nil {
+		if !create && errors.Is(err, jetstream.ErrBucketNotFound) {
+			g := contractGuard{want: recorded}
+			return g.storeLost(err)
+		}
+		return err
+	}
+	segs, err := openSegments(ctx, cfg, st, closeStore, v.log)
+	if err != nil {
+		return err
+	}
+	v.segs = segs
+	if v.guard, err = openContractGuard(ctx, cfg, v.log, js, contracts, st, cfg.storeKind()); err != nil {
+		return err
+	}
+	segs.gate = v.guard.segmentsErr
+	return nil
+}
+
+// checkMaxPayload refuses a LEAF_MAX_BATCH whose largest reply the server
+// would not carry: the IDs would be taken, and the reply lost.
+func checkMaxPayload(maxBatch int, maxPayload int64) error {
+	need := int64(maxBatch) * maxTextBytes
+	if need-1 <= maxPayload {
+		return nil
+	}
+	return fmt.Errorf("LEAF_MAX_BATCH %d: a reply of that many IDs takes up to %d bytes as text, more than the NATS server's max_payload of %d bytes; set LEAF_MAX_BATCH to %d or less, or raise max_payload in the server's configuration",
+		maxBatch, need-1, maxPayload, (maxPayload+1)/maxTextBytes)
+}
+
+// maxTextBytes is the most an ID takes in a text reply: 19 digits and a
+// newline. A binary reply takes 8.
+const maxTextBytes = 20
 
 // startEmbedded locks the store directory and starts the embedded server
 // on it; it returns the server's client URL.
@@ -150,6 +222,10 @@ func (v *vendor) startEmbedded() (string, error) {
 		return "", err
 	}
 	v.lock = lock
+	// No JetStream data yet: this store, and the buckets in it, are new.
+	if _, err := os.Stat(filepath.Join(cfg.NATSStoreDir, "jetstream")); errors.Is(err, fs.ErrNotExist) {
+		v.newStore = true
+	}
 	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
 	if errors.Is(err, natsserver.ErrAddrInUse) {
 		return "", fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
@@ -166,12 +242,14 @@ func (v *vendor) startEmbedded() (string, error) {
 	return srv.ClientURL(), nil
 }
 
-// openKeeper starts holding a worker ID and waits for the first claim, for
-// startupBudget at most.
-func (v *vendor) openKeeper(ctx context.Context, js jetstream.JetStream, clock snowflake.Clock) error {
+// keeperConfig configures the worker-ID keeper: claims in
+// LEAF_WORKER_ID_RANGE, or the static LEAF_WORKER_ID.
+func (v *vendor) keeperConfig(js jetstream.JetStream, clock snowflake.Clock) workerid.Config {
 	cfg := v.cfg
+	first, last, _ := cfg.workerIDRange() // checked by validate
 	kc := workerid.Config{
 		Claim: v.claimer(js, clock),
+		First: first, Last: last,
 		Generator: snowflake.Settings{
 			Epoch:       cfg.Epoch,
 			Clock:       clock,
@@ -182,52 +260,79 @@ func (v *vendor) openKeeper(ctx context.Context, js jetstream.JetStream, clock s
 	if id, _ := cfg.staticWorkerID(); id >= 0 {
 		kc.Static = &workerid.Static{ID: id, File: cfg.workerFile(id)}
 	}
-	k, err := workerid.Open(kc)
-	if err != nil {
-		return err
+	// Requests arrive on the service's connection. Reconnected to a
+	// single server, which may be a new one that lost every lease (an
+	// embedded server restarted on a wiped store), no ID is made until the
+	// lease is renewed there. The nodes of a cluster keep their state.
+	if nc := v.svcConn; nc.ConnectedClusterName() == "" {
+		kc.Fence = func() uint64 { return nc.Stats().Reconnects }
 	}
-	v.keeper = k
-	budget := time.NewTimer(startupBudget)
-	defer budget.Stop()
+	return kc
+}
+
+// waitClaimed waits for the first worker ID. Meanwhile the service answers
+// snowflake requests with a 503 that says why, and /readyz too.
+func (v *vendor) waitClaimed(ctx context.Context) error {
 	select {
-	case <-k.Claimed():
+	case <-v.keeper.Claimed():
 		return nil
-	case <-k.Done():
-		return k.Err()
+	case <-v.keeper.Done():
+		return v.keeper.Err()
+	case <-v.guard.Done():
+		return v.guard.Err()
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-budget.C:
-		return fmt.Errorf("no worker ID claimed within %v: %w", startupBudget, k.Status().LastError)
 	}
 }
 
-// claimer returns the Keeper's claim: a lease in bucket leaf_workers. Errors
+// claimer returns the Keeper's claim: a lease in bucket leaf_workers, after
+// a check of this clock against the server's and the live peers'. Errors
 // that waiting cannot fix are marked permanent, so that a misconfigured
 // vendor exits at once with the setting to change.
-func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(ctx context.Context, first, last int) (workerid.Holder, error) {
+func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(context.Context, workerid.ClaimRequest) (workerid.Holder, error) {
 	cfg := v.cfg
 	static, _ := cfg.staticWorkerID()
-	host, _ := os.Hostname()
 	base := kv.LeaseConfig{
 		TTL:      cfg.WorkerLeaseTTL,
 		Replicas: cfg.KVReplicas,
-		Holder:   fmt.Sprintf("%s pid %d", host, os.Getpid()),
+		Holder:   instanceName(),
 		Clock:    clock,
+		WaitHeld: static >= 0,
 	}
-	return func(ctx context.Context, first, last int) (workerid.Holder, error) {
+	// Only the first claim is in the store as this process created it.
+	var claimed atomic.Bool
+	return func(ctx context.Context, r workerid.ClaimRequest) (workerid.Holder, error) {
+		samples, err := sampleClocks(ctx, v.dataConn, js, clock, instanceName())
+		if err != nil {
+			return nil, err
+		}
+		ahead, err := checkClocks(samples, cfg.ClockMaxSkew)
+		if err != nil {
+			r.Report(err.Error())
+			return nil, err
+		}
 		lc := base
-		lc.First, lc.Last = first, last
+		lc.First, lc.Last, lc.ClockAhead, lc.Report = r.First, r.Last, ahead, r.Report
+		if v.newStore && !claimed.Load() {
+			// Vendors attached to an earlier server on this address may
+			// have used any millisecond up to now plus their clocks'
+			// skew: each kept within LEAF_CLOCK_MAX_SKEW of that server,
+			// which ran on this host.
+			lc.NewStore, lc.ClockAhead = true, max(ahead, cfg.ClockMaxSkew+clockMargin)
+		}
 		l, err := kv.Claim(ctx, js, lc)
 		switch {
 		case err == nil:
-		case static >= 0 && errors.Is(err, kv.ErrNoFreeWorkerID):
-			return nil, workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (key worker.%d in bucket %s): pin another ID, or stop that worker: %w",
-				static, static, kv.WorkersBucket, err))
+		case errors.Is(err, kv.ErrHeldByLive):
+			return nil, workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker: %w; pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker", static, err))
+		case errors.Is(err, kv.ErrNoFreeWorkerID):
+			return nil, fmt.Errorf("%w; waiting for one (LEAF_WORKER_ID_RANGE is %s)", err, cfg.WorkerIDRange)
 		case permanent(err):
 			return nil, workerid.Permanent(err)
 		default:
 			return nil, err
 		}
+		claimed.Store(true)
 		if l.TTL() != cfg.WorkerLeaseTTL {
 			v.log.Warn("bucket TTL differs from LEAF_WORKER_LEASE_TTL; using the bucket's",
 				"bucket", kv.WorkersBucket, "bucket_ttl", l.TTL(), "configured", cfg.WorkerLeaseTTL)
@@ -236,7 +341,8 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(ctx
 	}
 }
 
-// wait returns when ctx ends (nil) or the worker ID keeper gives up.
+// wait returns when ctx ends (nil), the worker-ID keeper gives up, or the
+// contract guard finds a disagreement that waiting cannot fix.
 func (v *vendor) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -245,6 +351,10 @@ func (v *vendor) wait(ctx context.Context) error {
 	case <-v.keeper.Done():
 		err := v.keeper.Err()
 		v.log.Error("worker ID keeper stopped: draining", "err", err)
+		return err
+	case <-v.guard.Done():
+		err := v.guard.Err()
+		v.log.Error("this vendor no longer agrees with the cluster contract: draining", "err", err)
 		return err
 	}
 }
@@ -278,6 +388,9 @@ func (v *vendor) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if v.guard != nil {
+		v.guard.Close()
+	}
 	if v.segs != nil {
 		v.segs.Close()
 	}
@@ -309,7 +422,8 @@ const startupBudget = 30 * time.Second
 
 // permanent reports whether a start-up error is one that waiting cannot fix.
 func permanent(err error) bool {
-	return errors.Is(err, kv.ErrNoFreeWorkerID) || errors.Is(err, workerid.ErrClockBehind) ||
+	var mismatch *mismatchError
+	return errors.As(err, &mismatch) || errors.Is(err, workerid.ErrClockBehind) ||
 		errors.Is(err, snowflake.ErrSettings) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
 }

@@ -80,7 +80,9 @@ func TestClockBehindAtCrash(t *testing.T) {
 	js := nats.js(t)
 	fillWorkerIDs(t, js, ttl, id)
 	offset := newClockOffset(t)
-	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String()}
+	// The check of a claimant's clock against the server's would refuse
+	// B; with it off, this tests the defenses behind it.
+	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String(), "LEAF_CLOCK_MAX_SKEW": "0"}
 	nc := nats.conn(t)
 
 	v := startVendor(t, "V", with(base, "LEAF_SUBJECT_PREFIX", "a", "LEAF_TEST_CLOCK_OFFSET_FILE", offset.path))
@@ -139,7 +141,9 @@ func TestRestartWithFutureTimestamp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const id = 5
 			nats := startNATS(t)
-			env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": "3s"}
+			// Without the check of the clock against the server's, which
+			// would refuse the first run: the timestamps must hold alone.
+			env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": "3s", "LEAF_CLOCK_MAX_SKEW": "0"}
 			if tc.static {
 				env = with(env, "LEAF_WORKER_ID", "5", "LEAF_WORKER_FILE", filepath.Join(t.TempDir(), "worker-5.last"))
 			} else {

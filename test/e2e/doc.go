@@ -39,6 +39,8 @@
 //	LEAF_E2E_SOAK=1            soak: about ten times the IDs, kills and fault durations
 //	LEAF_E2E_VENDOR_RACE=1     build the vendor binary with -race
 //	LEAF_E2E_VERBOSE=1         print every vendor's log, not only on failure
+//	LEAF_E2E_VENDOR_BIN=path   run another vendor build (an older release: to
+//	                           count what it did wrong) instead of building one
 //
 // A soak run wants a longer go test timeout, e.g.
 //

@@ -22,6 +22,7 @@ func TestWorkerIDExhaustion(t *testing.T) {
 	js := startNATS(t).js(t)
 	ctx := context.Background()
 	cfg := kv.LeaseConfig{TTL: 10 * time.Minute, Holder: "e2e exhaustion"}
+	createLeaseBuckets(t, js, cfg.TTL, 1)
 
 	const claimants = 8
 	var (
@@ -74,7 +75,7 @@ func TestConcurrentFirstStarts(t *testing.T) {
 	start := time.Now()
 	nats := startNATS(t)
 	n := scaled(20)
-	vendors := startVendors(t, "v", n, map[string]string{"LEAF_NATS_URL": nats.url()})
+	vendors := startVendors(t, "v", n, map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": "3s"})
 
 	logged := map[int]string{}
 	for _, v := range vendors {

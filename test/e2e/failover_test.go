@@ -86,7 +86,9 @@ func TestClusterLeaderLoss(t *testing.T) {
 func TestFirstStartOnCluster(t *testing.T) {
 	for round := range 3 {
 		nats := startNATSCluster(t, 3)
-		env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_KV_REPLICAS": "3"}
+		// A short TTL: on a new cluster, worker IDs are vended with only a
+		// TTL after their bucket was made.
+		env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_KV_REPLICAS": "3", "LEAF_WORKER_LEASE_TTL": "3s"}
 		var vs []*vendor
 		for i := range 3 {
 			v := newVendor(t, fmt.Sprintf("r%dv%d", round+1, i+1), env)

@@ -98,15 +98,17 @@ func hostileRequests() []hostile {
 // neither store may change.
 func TestHostileRequests(t *testing.T) {
 	start := time.Now()
-	nats := startNATS(t)
+	// One NATS per store: vendors sharing a NATS share one segment store
+	// (the cluster contract).
+	clusters := map[string]*natsCluster{"kv": startNATS(t), "pg": startNATS(t)}
 	dsn := pgtest.DSN(t)
-	kvEnv := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_SUBJECT_PREFIX": "kv"}
-	pgEnv := with(kvEnv, "LEAF_SUBJECT_PREFIX", "pg", "LEAF_POSTGRES_URL", dsn)
+	kvEnv := map[string]string{"LEAF_NATS_URL": clusters["kv"].url(), "LEAF_SUBJECT_PREFIX": "kv"}
+	pgEnv := with(kvEnv, "LEAF_NATS_URL", clusters["pg"].url(), "LEAF_SUBJECT_PREFIX", "pg", "LEAF_POSTGRES_URL", dsn)
 	for _, env := range []map[string]string{kvEnv, pgEnv} {
 		vendorCommand(t, env, "tags", "add", "order", "-step", "1000")
 	}
 	vendors := []*vendor{startVendor(t, "kv", kvEnv), startVendor(t, "pg", pgEnv)}
-	nc := nats.conn(t)
+	conns := map[string]*nats.Conn{"kv": clusters["kv"].conn(t), "pg": clusters["pg"].conn(t)}
 	// One tally per subject: the two stores' segment IDs are separate spaces.
 	valid := map[string]*tally{}
 	ask := func(when string) {
@@ -117,14 +119,14 @@ func TestHostileRequests(t *testing.T) {
 					tl = newTally("hostile: valid " + p + subj)
 					valid[p+subj] = tl
 				}
-				if _, code := tl.request(nc, p+subj, 3, 10*time.Second); code != "" {
+				if _, code := tl.request(conns[p], p+subj, 3, 10*time.Second); code != "" {
 					t.Fatalf("%s%s %s: %s %s", p, subj, when, code, tl.last(code))
 				}
 			}
 		}
 	}
 	ask("before the hostile requests")
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(conns["kv"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestHostileRequests(t *testing.T) {
 	for _, prefix := range []string{"kv", "pg"} {
 		for _, h := range hostileRequests() {
 			t.Run(prefix+" "+h.name, func(t *testing.T) {
-				outcome := sendHostile(t, nats, prefix+"."+h.subject, h)
+				outcome := sendHostile(t, clusters[prefix], prefix+"."+h.subject, h)
 				codes[outcome]++
 			})
 		}

@@ -93,7 +93,9 @@ func leaseReuse(t *testing.T, ttl time.Duration, offsetB string) {
 	nats := startNATS(t)
 	js := nats.js(t)
 	filler := fillWorkerIDs(t, js, ttl, id)
-	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String()}
+	// LEAF_CLOCK_MAX_SKEW=0: B's clock may be off; the hand-over must hold
+	// without the check that would refuse it.
+	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String(), "LEAF_CLOCK_MAX_SKEW": "0"}
 	nc := nats.conn(t)
 
 	a := startVendor(t, "A", with(base, "LEAF_SUBJECT_PREFIX", "a"))

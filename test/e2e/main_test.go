@@ -24,6 +24,12 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// LEAF_E2E_VENDOR_BIN runs the scenarios against another build, such
+	// as an older release, to count what it does wrong.
+	if bin := os.Getenv("LEAF_E2E_VENDOR_BIN"); bin != "" {
+		vendorBin = bin
+		return m.Run()
+	}
 	vendorBin = filepath.Join(dir, "vendor")
 	// The e2e build tag adds the clock hooks the clock-fault tests step
 	// (cmd/vendor/clock_e2e.go); the binary users run has none.

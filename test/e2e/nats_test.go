@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,7 +149,8 @@ func fillWorkerIDs(t testing.TB, js jetstream.JetStream, ttl time.Duration, free
 }
 
 // createLeaseBuckets creates the worker-ID buckets as a vendor would (or an
-// operator with nats kv add), and waits until both answer reads.
+// operator with nats kv add), waits until both answer reads, and records a
+// last timestamp for every worker ID.
 func createLeaseBuckets(t testing.TB, js jetstream.JetStream, ttl time.Duration, replicas int) jetstream.KeyValue {
 	t.Helper()
 	ctx := context.Background()
@@ -171,6 +173,14 @@ func createLeaseBuckets(t testing.TB, js jetstream.JetStream, ttl time.Duration,
 			_, err := b.Get(ctx, "worker.0")
 			return errors.Is(err, jetstream.ErrKeyNotFound)
 		})
+	}
+	// Every worker ID has a last timestamp, as in a cluster that has run
+	// for a while: claims do not wait out the quarantine of a new bucket
+	// (TestWipedNATSStore is about that one).
+	for id := range 1024 {
+		if _, err := clocks.Put(ctx, workerKey(id), []byte("0")); err != nil {
+			t.Fatalf("record worker ID %d: %v", id, err)
+		}
 	}
 	return leases
 }
@@ -246,4 +256,58 @@ func readRecordedLast(js jetstream.JetStream, id int) (int64, uint64, error) {
 		return 0, 0, fmt.Errorf("%q: %w", e.Value(), err)
 	}
 	return ms, e.Revision(), nil
+}
+
+// restartableNATS is a single nats-server on a fixed port and store
+// directory, which a test stops, wipes and starts again: a NATS pod
+// restarted, with or without its volume.
+type restartableNATS struct {
+	t    testing.TB
+	port int
+	dir  string
+	srv  *server.Server
+}
+
+func startRestartableNATS(t testing.TB) *restartableNATS {
+	t.Helper()
+	r := &restartableNATS{t: t, port: natstest.FreePort(t), dir: t.TempDir()}
+	r.start(nil)
+	return r
+}
+
+// start starts the server on its port and directory; configure, when set,
+// edits its options (a smaller max_payload).
+func (r *restartableNATS) start(configure func(*server.Options)) {
+	r.t.Helper()
+	r.srv = natstest.ServerWith(r.t, natsserver.Config{Listen: "127.0.0.1:" + strconv.Itoa(r.port), StoreDir: r.dir, Configure: configure})
+}
+
+func (r *restartableNATS) stop() {
+	r.srv.Shutdown()
+	r.srv.WaitForShutdown()
+}
+
+// wipe deletes the stopped server's JetStream data: every bucket, lease
+// and recorded timestamp.
+func (r *restartableNATS) wipe() {
+	r.t.Helper()
+	if err := os.RemoveAll(r.dir); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *restartableNATS) url() string { return "nats://127.0.0.1:" + strconv.Itoa(r.port) }
+
+// conn connects, reconnecting for ever, until the test ends.
+func (r *restartableNATS) conn(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(r.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

@@ -20,7 +20,7 @@ func TestPostgresOutage(t *testing.T) {
 
 	tl := newTally("postgres outage")
 	// The timeout is well above the vendor's own bound on a segment wait
-	// (2s): a timeout means a request hung.
+	// (500ms): a timeout means a request hung.
 	d := startLoad(t, nats.conn(t), tl, loadSpec{subject: "leaf.segment.e2e", batch: 100, clients: 3, timeout: 8 * time.Second, pace: 20 * time.Millisecond})
 	tl.waitIDs(t, 20_000, 30*time.Second)
 

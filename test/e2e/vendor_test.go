@@ -81,7 +81,8 @@ func newVendor(t testing.TB, name string, env map[string]string) *vendor {
 }
 
 // vendorEnv is the process environment: ours without LEAF_* variables,
-// then the test defaults, then env.
+// then the test defaults (a free HTTP port, a private store directory, a
+// 3s lease TTL), then env.
 func vendorEnv(t testing.TB, env map[string]string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
@@ -92,6 +93,9 @@ func vendorEnv(t testing.TB, env map[string]string) []string {
 	defaults := map[string]string{
 		"LEAF_HTTP_ADDR":      "127.0.0.1:0",
 		"LEAF_NATS_STORE_DIR": t.TempDir(),
+		// On a new NATS server a worker ID is vended with only a lease
+		// TTL after its bucket was made: 3s, not the default 30s.
+		"LEAF_WORKER_LEASE_TTL": "3s",
 	}
 	for k, val := range defaults {
 		if _, ok := env[k]; !ok {

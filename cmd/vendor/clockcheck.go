@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// peerWait is how long a clock check waits for live vendors to answer.
+const peerWait = 300 * time.Millisecond
+
+// clockMargin is added to how far other clocks were measured ahead, for
+// what a measurement cannot see.
+const clockMargin = 50 * time.Millisecond
+
+// clockSample is another clock's distance from this vendor's: positive when
+// it is ahead. rtt bounds the error.
+type clockSample struct {
+	who         string
+	offset, rtt time.Duration
+}
+
+func (s clockSample) String() string {
+	sign := "+"
+	if s.offset < 0 {
+		sign = ""
+	}
+	return fmt.Sprintf("%s %s%v", s.who, sign, s.offset.Round(time.Millisecond))
+}
+
+// sampleClocks asks the NATS server (the time stamp of a JetStream stream
+// info) and every live vendor but self ($SRV.STATS.leaf: the "now" of its
+// status, taken from its snowflake clock) for their time.
+func sampleClocks(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, clock snowflake.Clock, self string) ([]clockSample, error) {
+	var samples []clockSample
+	if offset, rtt, err := kv.ServerClock(ctx, js, clock); err == nil {
+		samples = append(samples, clockSample{"the NATS server", offset, rtt})
+	}
+	subject, err := micro.ControlSubject(micro.StatsVerb, vending.ServiceName, "")
+	if err != nil {
+		return samples, err
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return samples, err
+	}
+	defer sub.Unsubscribe()
+	sent := clock.Now()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return samples, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerWait)
+	defer cancel()
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return samples, nil // the deadline: everyone who answers in time has
+		}
+		arrived := clock.Now()
+		st, ok := peerStatus(msg.Data)
+		if !ok || st.Instance == self || st.Now.IsZero() {
+			continue
+		}
+		rtt := arrived.Sub(sent)
+		samples = append(samples, clockSample{"vendor " + st.Instance, st.Now.Sub(sent.Add(rtt / 2)), rtt})
+	}
+}
+
+// peerStatus reads a vendor's status out of its micro stats reply.
+func peerStatus(data []byte) (status, bool) {
+	var st micro.Stats
+	if json.Unmarshal(data, &st) != nil {
+		return status{}, false
+	}
+	for _, ep := range st.Endpoints {
+		var s status
+		if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
+			return s, true
+		}
+	}
+	return status{}, false
+}
+
+// reference is the median offset of samples; of two middle ones, the one
+// nearer this clock, so that one wrong clock among two cannot outvote it.
+func reference(samples []clockSample) time.Duration {
+	offs := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		offs[i] = s.offset
+	}
+	slices.Sort(offs)
+	n := len(offs)
+	if n%2 == 1 {
+		return offs[n/2]
+	}
+	a, b := offs[n/2-1], offs[n/2]
+	if abs(a) < abs(b) {
+		return a
+	}
+	return b
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// checkClocks is the check of a vendor's clock before it claims a worker
+// ID, which Leaf's design describes and Leaf never shipped: against the
+// median of the NATS server's clock and its live peers', it must be within
+// maxSkew (0: no check). It returns how far any of those clocks is ahead of
+// this one (with a margin), which is how long after a lost JetStream store a
+// worker ID must be held before its IDs can be vended (kv.LeaseConfig.ClockAhead).
+func checkClocks(samples []clockSample, maxSkew time.Duration) (ahead time.Duration, err error) {
+	if len(samples) == 0 {
+		return clockMargin, nil
+	}
+	ref := reference(samples)
+	var rtt time.Duration
+	for _, s := range samples {
+		ahead = max(ahead, s.offset+s.rtt/2)
+		rtt = max(rtt, s.rtt)
+	}
+	if maxSkew > 0 && abs(ref) > maxSkew+rtt/2 {
+		dir := "behind"
+		if ref < 0 {
+			dir = "ahead of"
+		}
+		names := make([]string, len(samples))
+		for i, s := range samples {
+			names[i] = s.String()
+		}
+		return 0, fmt.Errorf("this host's clock is %v %s the median of the NATS server's and its live peers' (%s), more than LEAF_CLOCK_MAX_SKEW (%v): fix its clock (NTP); no worker ID is claimed until it agrees",
+			abs(ref).Round(time.Millisecond), dir, strings.Join(names, ", "), maxSkew)
+	}
+	return max(ahead, 0) + clockMargin, nil
+}

@@ -1,0 +1,316 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
+)
+
+var (
+	// ErrNoFreeWorkerID is returned by Claim when every worker ID of its
+	// range is held.
+	ErrNoFreeWorkerID = errors.New("kv: every worker ID of the range is held by a live worker")
+	// ErrHeldByLive is returned by a Claim of one worker ID with WaitHeld
+	// when its holder renews the lease while Claim waits for it to expire:
+	// another process is alive and vending with it.
+	ErrHeldByLive = errors.New("kv: the worker ID is held by another live worker")
+	// errClockRaced: a worker ID's timestamp changed under a holder's
+	// compare-and-set.
+	errClockRaced = errors.New("its last timestamp was written by another writer")
+)
+
+// listTimeout bounds the listing of held keys, a hint (Create decides): a
+// watcher over keys that expire while it starts may never report that it
+// has sent them all.
+const listTimeout = 2 * time.Second
+
+// heldPoll is how often a Claim with WaitHeld looks at the held key.
+const heldPoll = time.Second
+
+// LeaseConfig configures Claim. The zero value of every field means its
+// default (see workerid.Config for why configuration reads this way).
+type LeaseConfig struct {
+	// TTL of a lease (30s). The bucket's own TTL wins when the bucket
+	// already exists with another one, since the server expires by it.
+	TTL time.Duration
+	// Replicas of both buckets when they are created (1).
+	Replicas int
+	// Holder describes the claimant in the lease value (host, pid).
+	Holder string
+	// Clock is the generator's clock: timestamps recorded and compared are
+	// in its time (snowflake.SystemClock).
+	Clock snowflake.Clock
+	// First and Last bound the worker IDs Claim tries (0 and 0 mean all,
+	// 0..1023), to split the ID space between clusters.
+	First, Last int
+	// MaxWait is how long Claim waits for the clock to pass the previous
+	// holder's last timestamp before giving up (the TTL, at least
+	// workerid.DefaultMaxWait).
+	MaxWait time.Duration
+	// ClockAhead is how far the clocks of other vendors may be ahead of
+	// Clock, as the caller measured them (with a margin). In a timestamp
+	// bucket created less than a TTL ago (a new cluster, or lost JetStream
+	// state), a worker ID with no recorded last timestamp is vended with
+	// only from the bucket's creation plus the TTL plus ClockAhead: by then
+	// any holder from before the bucket has stopped, and this clock is past
+	// every millisecond it used.
+	ClockAhead time.Duration
+	// NewStore says the buckets are in a JetStream store the caller
+	// created empty at this start (an embedded server on a new store
+	// directory). The only earlier holders are then vendors attached to an
+	// earlier server at its address, and they vend no more until they renew
+	// on this one (workerid.Config.Fence), which they cannot: Claim records
+	// every unrecorded worker ID of its range at ClockAhead from now, past
+	// every millisecond they can have used, and every claimant, this one
+	// too, waits past that instead of a TTL.
+	NewStore bool
+	// WaitHeld, for a claim of one worker ID (First == Last), waits up to
+	// the TTL for a lease someone else holds to expire, instead of failing
+	// at once: the stale lease of a process killed before it could release
+	// it. A lease renewed meanwhile fails the claim with ErrHeldByLive.
+	WaitHeld bool
+	// Report, when set, is told in a sentence why Claim is waiting.
+	Report func(string)
+}
+
+func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
+	var errs []error
+	if c.TTL < 0 {
+		errs = append(errs, fmt.Errorf("TTL %v is negative", c.TTL))
+	}
+	if c.TTL == 0 {
+		c.TTL = 30 * time.Second
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas %d: want 1..5", c.Replicas))
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Clock == nil {
+		c.Clock = snowflake.SystemClock{}
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = max(c.TTL, workerid.DefaultMaxWait)
+	}
+	if c.First == 0 && c.Last == 0 {
+		c.Last = snowflake.MaxWorkerID
+	}
+	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
+		errs = append(errs, fmt.Errorf("worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID))
+	}
+	if c.ClockAhead < 0 {
+		c.ClockAhead = 0
+	}
+	if c.Report == nil {
+		c.Report = func(string) {}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("kv: lease config: %w", err)
+	}
+	return c, nil
+}
+
+type leaseValue struct {
+	Holder  string    `json:"holder"`
+	Claimed time.Time `json:"claimed"`
+}
+
+func leaseKey(id int) string { return "worker." + strconv.Itoa(id) }
+
+// Claim takes a free worker ID: Create on its key is the claim. It then waits
+// until the clock is past the ID's last recorded timestamp and records a
+// first reservation, so the returned lease may vend at once (until Deadline).
+//
+// It starts at a random ID so that concurrent claimants rarely collide. A
+// first pass takes only IDs whose last timestamp the clock has passed; a
+// second one waits (up to MaxWait) for one it has not.
+func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := newClaimer(ctx, js, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.NewStore {
+		if err := cl.seed(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if c.WaitHeld && c.First == c.Last {
+		return cl.waitHeld(ctx, c.First)
+	}
+	taken, err := cl.held(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size := c.Last - c.First + 1
+	start := rand.IntN(size)
+	var behind error
+	for _, wait := range []time.Duration{0, c.MaxWait} {
+		for i := range size {
+			id := c.First + (start+i)%size
+			if taken[id] {
+				continue
+			}
+			l, err := cl.try(ctx, id, wait)
+			switch {
+			case err == nil:
+				return l, nil
+			case errors.Is(err, jetstream.ErrKeyExists):
+				taken[id] = true
+			case errors.Is(err, workerid.ErrClockBehind):
+				behind = err
+			default:
+				return nil, err
+			}
+		}
+	}
+	if behind != nil {
+		return nil, fmt.Errorf("kv: no free worker ID in %d..%d whose last timestamp this clock has passed: %w", c.First, c.Last, behind)
+	}
+	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
+		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, cl.ttl)
+}
+
+// claimer is one Claim's view of the buckets.
+type claimer struct {
+	cfg            LeaseConfig
+	leases, clocks jetstream.KeyValue
+	ttl            time.Duration // the lease bucket's
+	fresh          time.Duration // until the clocks bucket is a TTL old (and ClockAhead), by the server
+	value          []byte
+}
+
+func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*claimer, error) {
+	leases, clocks, ttl, err := workerBuckets(ctx, js, c)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, "KV_"+ClocksBucket)
+	if err != nil {
+		return nil, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
+	}
+	now := info.TimeStamp
+	if now.IsZero() { // a server before 2.10: assume the bucket is new
+		now = info.Created
+	}
+	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
+	return &claimer{
+		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value,
+		fresh: info.Created.Add(ttl + c.ClockAhead).Sub(now),
+	}, nil
+}
+
+// seed records, for every worker ID of the range with no record, a last
+// timestamp ClockAhead from now (see LeaseConfig.NewStore).
+func (cl *claimer) seed(ctx context.Context) error {
+	v := []byte(strconv.FormatInt(cl.cfg.Clock.Now().Add(cl.cfg.ClockAhead).UnixMilli(), 10))
+	for id := cl.cfg.First; id <= cl.cfg.Last; id++ {
+		if _, err := cl.clocks.Create(ctx, leaseKey(id), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("kv: record the last timestamp of worker ID %d in a new store: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// held returns the worker IDs whose lease keys exist, as far as a bounded
+// listing finds them: a hint that saves a Create per held ID.
+func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
+	taken := map[int]bool{}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	keys, err := cl.leases.ListKeys(lctx)
+	if err != nil {
+		return taken, ctx.Err() // only the caller's end is an error
+	}
+	for k := range keys.Keys() {
+		if id, err := strconv.Atoi(strings.TrimPrefix(k, "worker.")); err == nil {
+			taken[id] = true
+		}
+	}
+	return taken, nil
+}
+
+// try claims worker ID id if its last timestamp is at most wait ahead of the
+// clock. The wait comes before the claim: it needs no lease, and a long one
+// would outlive it. It fails with jetstream.ErrKeyExists when id is held and
+// workerid.ErrClockBehind when the wait would be longer.
+func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease, error) {
+	last, _, err := readClock(ctx, cl.clocks, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := workerid.WaitPast(ctx, cl.cfg.Clock, last, wait); err != nil {
+		return nil, fmt.Errorf("worker ID %d: %w", id, err)
+	}
+	rev, err := cl.leases.Create(ctx, leaseKey(id), cl.value)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
+	}
+	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, leases: cl.leases, clocks: cl.clocks}
+	if err := l.start(ctx, min(cl.cfg.MaxWait, cl.ttl/2), cl.fresh, cl.cfg.Report); err != nil {
+		l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
+		return nil, err
+	}
+	return l, nil
+}
+
+// waitHeld claims worker ID id, waiting while someone else holds it for as
+// long as that lease could still be live without being renewed: the stale
+// lease of a process that died without releasing it expires by then. If the
+// key's revision moves meanwhile, its holder is alive: ErrHeldByLive.
+func (cl *claimer) waitHeld(ctx context.Context, id int) (*Lease, error) {
+	var seen uint64 // the held key's revision when first seen
+	for {
+		e, err := cl.leases.Get(ctx, leaseKey(id))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			l, err := cl.try(ctx, id, cl.cfg.MaxWait)
+			if !errors.Is(err, jetstream.ErrKeyExists) {
+				return l, err
+			}
+			continue // claimed by someone else just now: look again
+		case err != nil:
+			return nil, fmt.Errorf("kv: read the lease of worker ID %d: %w", id, err)
+		}
+		var v leaseValue
+		_ = json.Unmarshal(e.Value(), &v) // a value we cannot read names no holder
+		who := fmt.Sprintf("%q, claimed %s, renewed %s", v.Holder, v.Claimed.Format(time.RFC3339), e.Created().UTC().Format(time.RFC3339))
+		switch {
+		case seen == 0:
+			seen = e.Revision()
+			// The server expires the key one TTL after its last update.
+			cl.cfg.Report(fmt.Sprintf("worker ID %d is still leased (%s); waiting up to %v for that lease to expire, as a process killed without releasing it leaves it behind",
+				id, who, time.Until(e.Created().Add(cl.ttl)).Round(time.Second)))
+		case e.Revision() != seen:
+			return nil, fmt.Errorf("%w: worker ID %d (%s) was renewed while this claim waited for it to expire", ErrHeldByLive, id, who)
+		}
+		t := time.NewTimer(heldPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ClusterBucket holds the cluster contract under one key. It keeps a few
+// revisions, so `nats kv history leaf_cluster contract` shows who changed
+// it and when.
+const ClusterBucket = "leaf_cluster"
+
+const contractKey = "contract"
+
+// ErrNoContract is returned by Contracts.Get when none is recorded.
+var ErrNoContract = errors.New("kv: no cluster contract recorded")
+
+// Contract is what every vendor sharing a NATS cluster must agree on for IDs
+// to be unique: the snowflake epoch and bit layout, the worker IDs the
+// cluster may claim, and the segment store that serves the segment
+// subjects. The first vendor records it; every vendor compares its own
+// settings with it before it vends and while it runs.
+type Contract struct {
+	// Epoch is the snowflake epoch, Unix ms.
+	Epoch int64 `json:"epoch"`
+	// Layout is the snowflake bit layout, "1+41+10+12".
+	Layout string `json:"layout"`
+	// WorkerIDs is the range of worker IDs this cluster claims, "0-1023".
+	WorkerIDs string `json:"worker_ids"`
+	// Segments names the segment store: its kind and the identity kept in
+	// the store itself, "postgres:<id>" or "jetstream-kv:<id>".
+	Segments string `json:"segments"`
+
+	// By and At say who recorded this version and when; Why, for a change,
+	// what it was for.
+	By  string    `json:"by"`
+	At  time.Time `json:"at"`
+	Why string    `json:"why,omitempty"`
+}
+
+// Difference is one term on which two contracts differ.
+type Difference struct {
+	Term             string // "epoch", "layout", "worker IDs", "segment store"
+	Recorded, Wanted string
+}
+
+// Diff lists the terms on which wanted differs from c, the recorded
+// contract. Bookkeeping (By, At, Why) is not a term.
+func (c Contract) Diff(wanted Contract) []Difference {
+	var d []Difference
+	add := func(term, rec, want string) {
+		if rec != want {
+			d = append(d, Difference{term, rec, want})
+		}
+	}
+	add("epoch", fmt.Sprint(c.Epoch), fmt.Sprint(wanted.Epoch))
+	add("layout", c.Layout, wanted.Layout)
+	add("worker IDs", c.WorkerIDs, wanted.WorkerIDs)
+	add("segment store", c.Segments, wanted.Segments)
+	return d
+}
+
+// Contracts is the bucket of the cluster contract.
+type Contracts struct {
+	kv jetstream.KeyValue
+}
+
+// OpenContracts opens the contract bucket, creating it with replicas copies
+// when it is missing.
+func OpenContracts(ctx context.Context, js jetstream.JetStream, replicas int) (*Contracts, error) {
+	kv, err := openOrCreateSequenced(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      ClusterBucket,
+		Description: "leaf-nats cluster contract: epoch, layout, worker IDs, segment store",
+		History:     10,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Contracts{kv: kv}, nil
+}
+
+// Get returns the recorded contract and its revision, or ErrNoContract.
+func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
+	e, err := cs.kv.Get(ctx, contractKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Contract{}, 0, ErrNoContract
+	}
+	if err != nil {
+		return Contract{}, 0, fmt.Errorf("kv: read the cluster contract: %w", err)
+	}
+	var c Contract
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return Contract{}, 0, fmt.Errorf("kv: the cluster contract in bucket %s is not JSON (%w); restore it with nats kv history %s %s",
+			ClusterBucket, err, ClusterBucket, contractKey)
+	}
+	return c, e.Revision(), nil
+}
+
+// Record records c unless a contract is recorded already; either way it
+// returns the contract in force and its revision.
+func (cs *Contracts) Record(ctx context.Context, c Contract) (Contract, uint64, error) {
+	v, err := json.Marshal(c)
+	if err != nil {
+		return Contract{}, 0, err
+	}
+	rev, err := cs.kv.Create(ctx, contractKey, v)
+	switch {
+	case err == nil:
+		return c, rev, nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return cs.Get(ctx)
+	}
+	return Contract{}, 0, fmt.Errorf("kv: record the cluster contract: %w", err)
+}
+
+// Replace records c in place of the contract at revision rev; it fails with
+// jetstream.ErrKeyRevisionMismatch if someone changed it since.
+func (cs *Contracts) Replace(ctx context.Context, c Contract, rev uint64) (uint64, error) {
+	v, err := json.Marshal(c)
+	if err != nil {
+		return 0, err
+	}
+	rev, err = cs.kv.Update(ctx, contractKey, v, rev)
+	if err != nil {
+		return 0, fmt.Errorf("kv: change the cluster contract: %w", err)
+	}
+	return rev, nil
+}

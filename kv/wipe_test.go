@@ -1,0 +1,202 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
+)
+
+// Revisions of a bucket created by leaf-nats start at its creation's Unix
+// microsecond, so no revision of a bucket created again can equal one an
+// old holder remembers.
+func TestBucketsStartTheirRevisionsAtTheirCreation(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	before := uint64(time.Now().UnixMicro())
+	l := claim(t, js, LeaseConfig{TTL: time.Second, First: 1, Last: 1})
+	if l.rev < before || l.clockRev < before {
+		t.Fatalf("revisions %d (lease) and %d (timestamp), want from %d on", l.rev, l.clockRev, before)
+	}
+}
+
+// The NATS store wiped under a holder: its renewal finds the buckets gone
+// and loses the lease; a new claimant of the same worker ID in the buckets
+// created again holds it for a TTL before vending, so every ID it makes is
+// after every ID of the old holder, although no timestamp was recorded.
+func TestWipedBucketsLoseLeasesAndNewClaimsWait(t *testing.T) {
+	const ttl = 2 * time.Second
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, ttl)
+	cfg := LeaseConfig{TTL: ttl, First: 3, Last: 3}
+	a := claim(t, js, cfg)
+	ga := leasedGen(t, a, nil)
+	oldRev := a.rev
+
+	ctx := context.Background()
+	for _, b := range []string{WorkersBucket, ClocksBucket} {
+		if err := js.DeleteKeyValue(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A keeps vending until it notices; B claims at once.
+	var idsA []int64
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if ids, err := ga.NextN(nil, 10); err == nil {
+				mu.Lock()
+				idsA = append(idsA, ids...)
+				mu.Unlock()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	var reports []string
+	started := time.Now()
+	b, err := Claim(ctx, newJS(t, s), LeaseConfig{TTL: ttl, First: 3, Last: 3, Report: func(r string) { reports = append(reports, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(started)
+	if _, err := a.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) {
+		t.Fatalf("old holder's renewal after the wipe: %v, want ErrLeaseLost", err)
+	}
+	ga.Revoke()
+	close(stop)
+	wg.Wait()
+	if waited < ttl {
+		t.Fatalf("the claim in the new buckets returned after %v, before a TTL (%v)", waited, ttl)
+	}
+	if len(reports) == 0 || !strings.Contains(reports[0], "no recorded last timestamp") {
+		t.Fatalf("the wait was not reported: %q", reports)
+	}
+	if b.rev <= oldRev {
+		t.Fatalf("new lease revision %d not above the old holder's %d", b.rev, oldRev)
+	}
+	gb := leasedGen(t, b, nil)
+	idsB, err := gb.NextN(nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idsA) == 0 {
+		t.Fatal("the old holder made no ID")
+	}
+	if first, last := idsB[0], idsA[len(idsA)-1]; first <= last {
+		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
+	}
+}
+
+// A claim in a bucket older than a TTL does not wait for worker IDs it
+// finds unrecorded: they were never used.
+func TestUnrecordedIDsInAnOldBucketAreNotHeldBack(t *testing.T) {
+	const ttl = time.Second
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	if _, _, _, err := workerBuckets(context.Background(), js, LeaseConfig{TTL: ttl, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl + 200*time.Millisecond) // the bucket comes of age
+	started := time.Now()
+	claim(t, js, LeaseConfig{TTL: ttl, First: 8, Last: 8})
+	if d := time.Since(started); d > ttl/2 {
+		t.Fatalf("claim took %v in an old bucket", d)
+	}
+}
+
+// A process killed without releasing its static worker ID leaves its lease
+// behind; the next run waits for it to expire instead of failing.
+func TestWaitHeldWaitsForAStaleLease(t *testing.T) {
+	const ttl = 2 * time.Second
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, ttl)
+	claim(t, js, LeaseConfig{TTL: ttl, First: 42, Last: 42, Holder: "killed"}) // never renewed
+	var reports []string
+	started := time.Now()
+	l, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, First: 42, Last: 42, WaitHeld: true,
+		Report: func(r string) { reports = append(reports, r) }})
+	if err != nil {
+		t.Fatalf("claim after a stale lease: %v", err)
+	}
+	if l.ID() != 42 || time.Since(started) > 3*ttl {
+		t.Fatalf("claimed %d after %v", l.ID(), time.Since(started))
+	}
+	if len(reports) != 1 || !strings.Contains(reports[0], `"killed"`) || !strings.Contains(reports[0], "waiting up to") {
+		t.Fatalf("reports %q", reports)
+	}
+	// Without WaitHeld, the held ID fails at once.
+	_, err = Claim(context.Background(), js, LeaseConfig{TTL: ttl, First: 42, Last: 42})
+	if !errors.Is(err, ErrNoFreeWorkerID) {
+		t.Fatalf("claim of a held ID: %v, want ErrNoFreeWorkerID", err)
+	}
+}
+
+// A second process pinned to a worker ID that a live one holds fails as
+// soon as the live one renews.
+func TestWaitHeldFailsWhenTheHolderRenews(t *testing.T) {
+	const ttl = 3 * time.Second
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, ttl)
+	live := claim(t, js, LeaseConfig{TTL: ttl, First: 42, Last: 42, Holder: "alive"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			live.Renew(ctx, 0)
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	started := time.Now()
+	_, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, First: 42, Last: 42, WaitHeld: true})
+	if !errors.Is(err, ErrHeldByLive) || !strings.Contains(err.Error(), `"alive"`) {
+		t.Fatalf("claim of a live holder's ID: %v, want ErrHeldByLive naming it", err)
+	}
+	if d := time.Since(started); d > ttl {
+		t.Fatalf("took %v to see the holder is alive", d)
+	}
+}
+
+func TestServerClock(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	if _, err := OpenContracts(context.Background(), js, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		clock snowflake.Clock
+		want  time.Duration
+	}{
+		{nil, 0},
+		{offsetClock{-5 * time.Second}, 5 * time.Second}, // this clock behind: the server is ahead
+		{offsetClock{3 * time.Second}, -3 * time.Second},
+	} {
+		offset, rtt, err := ServerClock(context.Background(), js, tc.clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := offset - tc.want; d < -rtt-50*time.Millisecond || d > rtt+50*time.Millisecond {
+			t.Errorf("offset %v (rtt %v), want %v", offset, rtt, tc.want)
+		}
+	}
+	if _, _, err := ServerClock(context.Background(), newJS(t, natstest.Server(t)), nil); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("server clock without the bucket: %v", err)
+	}
+}
