@@ -11,6 +11,8 @@ import (
 const (
 	// EncodingHeader names the reply encoding a request asks for.
 	EncodingHeader = "Leaf-Encoding"
+	// EncodingText, the default: decimals separated by "\n".
+	EncodingText = "text"
 	// EncodingBinary: each ID as 8 bytes, big-endian, ascending.
 	EncodingBinary = "binary"
 )

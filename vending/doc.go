@@ -25,8 +25,10 @@
 //
 // # Errors
 //
-// An error reply carries no IDs, only the micro headers Nats-Service-Error
-// (a sentence a person can act on) and Nats-Service-Error-Code:
+// An error reply carries no IDs: the micro headers Nats-Service-Error (a
+// sentence a person can act on) and Nats-Service-Error-Code, and the same
+// sentence as its body, so that a client that ignores headers cannot take
+// an error for an ID:
 //
 //	400  malformed count, count out of range, malformed tag   ErrBadRequest
 //	404  unknown segment tag                                   ErrNotFound

@@ -99,7 +99,10 @@ func (s *Service) fail(req micro.Request, mode, tag string, err error, start tim
 	if code == CodeNotFound {
 		tag = "" // unknown tags must not grow metric label sets
 	}
-	req.Error(strconv.Itoa(code), err.Error(), nil)
+	// The sentence is the body too: a client that ignores the headers
+	// reads it, and cannot take an error for an ID.
+	msg := err.Error()
+	req.Error(strconv.Itoa(code), msg, []byte(msg))
 	s.obs.Observe(mode, tag, code, 0, time.Since(start))
 }
 

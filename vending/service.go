@@ -168,6 +168,11 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 		Version:     c.Version,
 		Description: "unique 64-bit IDs: snowflake and segment (Leaf)",
 		QueueGroup:  c.QueueGroup,
+		Metadata: map[string]string{
+			MetaMaxBatch: strconv.Itoa(c.MaxBatch),
+			"prefix":     c.Prefix,
+			"encodings":  EncodingText + "," + EncodingBinary,
+		},
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
 			s.log.Error("service subscription error", "subject", err.Subject, "err", err.Description)
 		},
@@ -272,7 +277,8 @@ func (s *Service) failSend(req micro.Request, mode, tag string, n, size int, err
 		err = fmt.Errorf("the reply of %d IDs could not be sent: %w", n, err)
 	}
 	s.internal.note(s, err)
-	req.Error(strconv.Itoa(CodeInternal), err.Error(), nil)
+	msg := err.Error()
+	req.Error(strconv.Itoa(CodeInternal), msg, []byte(msg))
 	s.obs.Observe(mode, tag, CodeInternal, 0, time.Since(start))
 }
 
@@ -391,6 +397,33 @@ type Decoded struct {
 	TimestampMs int64  `json:"timestamp_ms"`
 	WorkerID    int    `json:"worker_id"`
 	Sequence    int    `json:"sequence"`
+}
+
+// MetaMaxBatch is the service metadata key of the largest count one
+// request may ask for (LEAF_MAX_BATCH), so that clients can find it with
+// `nats micro info leaf` or ServiceMaxBatch.
+const MetaMaxBatch = "max_batch"
+
+// ServiceMaxBatch asks a running vendor ($SRV.INFO.leaf) for the largest
+// count one request may ask for.
+func ServiceMaxBatch(nc *nats.Conn, timeout time.Duration) (int, error) {
+	subject, err := micro.ControlSubject(micro.InfoVerb, ServiceName, "")
+	if err != nil {
+		return 0, err
+	}
+	msg, err := nc.Request(subject, nil, timeout)
+	if err != nil {
+		return 0, fmt.Errorf("vending: ask a vendor for its max batch: %w", err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return 0, fmt.Errorf("vending: service info: %w", err)
+	}
+	n, err := strconv.Atoi(info.Metadata[MetaMaxBatch])
+	if err != nil {
+		return 0, fmt.Errorf("vending: service info has no %s: %q", MetaMaxBatch, info.Metadata[MetaMaxBatch])
+	}
+	return n, nil
 }
 
 // ClusterStats asks every running instance of the service for its stats

@@ -125,11 +125,16 @@ func TestRepliesAndErrors(t *testing.T) {
 
 	for _, body := range []string{"abc", "0", "-1", "10001", "1e3", "5\x00"} {
 		msg := request(t, nc, "leaf.snowflake", body)
-		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || len(msg.Data) != 0 {
-			t.Fatalf("body %q: code %q, data %q; want 400 and no IDs", body, code, msg.Data)
+		desc := msg.Header.Get(micro.ErrorHeader)
+		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || string(msg.Data) != desc {
+			t.Fatalf("body %q: code %q, data %q; want 400 and the error sentence as the body", body, code, msg.Data)
 		}
-		if desc := msg.Header.Get(micro.ErrorHeader); len(desc) < 20 {
+		if len(desc) < 20 {
 			t.Fatalf("body %q: error %q does not explain", body, desc)
+		}
+		// A client that ignores the headers cannot read it as IDs.
+		if ids, err := vending.DecodeText(nil, msg.Data); err == nil {
+			t.Fatalf("body %q: the error body decodes as IDs %v", body, ids)
 		}
 	}
 
@@ -150,8 +155,8 @@ func TestRepliesAndErrors(t *testing.T) {
 	// A lost lease: 503, never an ID.
 	g.Revoke()
 	msg = request(t, nc, "leaf.snowflake", "")
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || len(msg.Data) != 0 {
-		t.Fatalf("revoked: code %q data %q, want 503", code, msg.Data)
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || string(msg.Data) != msg.Header.Get(micro.ErrorHeader) {
+		t.Fatalf("revoked: code %q data %q, want 503 with the sentence as the body", code, msg.Data)
 	}
 }
 

@@ -164,7 +164,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-tag", "order"}, "-mode segment"},
 		{[]string{"-c", "0"}, "-c 0"},
 		{[]string{"-n", "5", "-d", "1s"}, "not both"},
-		{[]string{"-batch", "10001"}, "-batch"},
+		{[]string{"-batch", "0"}, "-batch"},
 		{[]string{"-rate", "-1"}, "-rate"},
 		{[]string{"-prefetch", "100", "-batch", "10"}, "-batch"},
 		{[]string{"-timeout", "0s"}, "-timeout"},
@@ -178,6 +178,16 @@ func TestBadFlags(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// The largest batch is the service's: loadgen asks it, and refuses more.
+func TestBatchAboveTheServicesMax(t *testing.T) {
+	s := vendor(t)
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"-url", s.ClientURL(), "-batch", "10001", "-n", "1"}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "at most 10000 IDs per request (its LEAF_MAX_BATCH)") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the service's max batch", code, stderr.String())
 	}
 }
 

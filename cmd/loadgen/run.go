@@ -37,6 +37,7 @@ type config struct {
 	n        int64
 	d        time.Duration
 	batch    int
+	maxBatch int // the service's, asked at start
 	rate     float64
 	prefetch int
 	json     bool
@@ -78,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.conc, "c", 16, "`concurrency`: goroutines issuing requests (closed loop: each waits for its reply)")
 	fs.Int64Var(&c.n, "n", 0, "total `requests` to send; with neither -n nor -d the run lasts 10s")
 	fs.DurationVar(&c.d, "d", 0, "run `duration`, e.g. 30s (exclusive with -n)")
-	fs.IntVar(&c.batch, "batch", 1, "IDs per request, 1 to 10000 (the request body is this count)")
+	fs.IntVar(&c.batch, "batch", 1, "IDs per request, 1 to the service's LEAF_MAX_BATCH (the request body is this count)")
 	fs.Float64Var(&c.rate, "rate", 0, "open loop: total `requests/s` scheduled on a fixed timeline; latency counts from the scheduled time, so a stalled service shows as latency (0: closed loop)")
 	fs.IntVar(&c.prefetch, "prefetch", 0, "take IDs through the client's prefetch buffer of `N` IDs (refilled at N/2); a request is then one Next call")
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object")
@@ -113,8 +114,8 @@ func (c *config) validate() error {
 		return errors.New("-n and -d must not be negative")
 	case c.n > 0 && c.d > 0:
 		return errors.New("-n and -d both set: give a request count or a duration, not both")
-	case c.batch < 1 || c.batch > vending.DefaultMaxBatch:
-		return fmt.Errorf("-batch %d: use 1 to %d", c.batch, vending.DefaultMaxBatch)
+	case c.batch < 1:
+		return fmt.Errorf("-batch %d: use 1 or more (up to the service's LEAF_MAX_BATCH)", c.batch)
 	case c.rate < 0:
 		return fmt.Errorf("-rate %v: use a positive rate, or 0 for a closed loop", c.rate)
 	case c.prefetch < 0 || c.prefetch == 1 || c.prefetch > vending.DefaultMaxBatch:
@@ -148,6 +149,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer nc.Close()
+	// The largest batch is the service's to say (`nats micro info leaf`);
+	// without an answer, the requests will tell.
+	cfg.maxBatch = max(cfg.batch, vending.DefaultMaxBatch)
+	if maxBatch, err := vending.ServiceMaxBatch(nc, cfg.timeout); err == nil {
+		if cfg.batch > maxBatch {
+			fmt.Fprintf(stderr, "loadgen: -batch %d: the service takes at most %d IDs per request (its LEAF_MAX_BATCH)\n", cfg.batch, maxBatch)
+			return exitUsage
+		}
+		cfg.maxBatch = maxBatch
+	}
 	r, err := load(ctx, nc, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
@@ -191,7 +202,7 @@ type worker struct {
 type take func(ctx context.Context, dst []int64) ([]int64, error)
 
 func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*report, error) {
-	cc := vending.ClientConfig{Timeout: cfg.timeout, Retries: cfg.retries}
+	cc := vending.ClientConfig{Timeout: cfg.timeout, Retries: cfg.retries, MaxBatch: cfg.maxBatch}
 	if cfg.retries == 0 {
 		cc.Retries = -1 // none
 	}

@@ -199,8 +199,8 @@ func sendHostile(t *testing.T, c *natsCluster, subject string, h hostile) string
 		t.Errorf("%.80q body %.40q: answered with IDs %.60q", subject, h.body, msg.Data)
 	case h.code != 0 && code != h.code, h.code == 0 && code != 400 && code != 404:
 		t.Errorf("%.80q body %.40q: code %d (%s), want %d", subject, h.body, code, text, h.code)
-	case len(msg.Data) > 0:
-		t.Errorf("%.80q: error reply carries a body %.60q", subject, msg.Data)
+	case string(msg.Data) != text:
+		t.Errorf("%.80q: error reply's body %.60q is not its sentence", subject, msg.Data)
 	case !strings.Contains(text, h.word) || len(text) > 400:
 		t.Errorf("%.80q body %.40q: message %q should mention %q and be short", subject, h.body, text, h.word)
 	}

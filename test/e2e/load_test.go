@@ -55,8 +55,8 @@ func (tl *tally) request(nc *nats.Conn, subject string, n int, timeout time.Dura
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		tl.fail(code, msg.Header.Get(micro.ErrorHeader))
-		if len(msg.Data) > 0 {
-			tl.violation("%s error reply carries a body: %.60q", code, msg.Data)
+		if text := msg.Header.Get(micro.ErrorHeader); string(msg.Data) != text {
+			tl.violation("%s error reply's body %.60q is not its sentence %.60q", code, msg.Data, text)
 		}
 		return nil, code
 	}
