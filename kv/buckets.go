@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -95,11 +96,25 @@ func open(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueCon
 			kv, err = js.KeyValue(ctx, cfg.Bucket)
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", cfg.Bucket, err)
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return kv, nil
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported:
+		return nil, fmt.Errorf("kv: create bucket %s with %d replicas: %w: this NATS server is not clustered and keeps one copy of each stream", cfg.Bucket, cfg.Replicas, ErrReplicas)
+	case errors.As(err, &apiErr):
+		return nil, fmt.Errorf("kv: open bucket %s: %s", cfg.Bucket, jsText(err))
 	}
-	return kv, nil
+	return nil, fmt.Errorf("kv: open bucket %s: %w", cfg.Bucket, err)
 }
+
+// errCodeReplicasNotSupported is nats-server's JSStreamReplicasNotSupportedErr:
+// a stream with more than one replica asked of a server with no cluster.
+const errCodeReplicasNotSupported jetstream.ErrorCode = 10074
+
+// ErrReplicas is returned when a bucket is to have more replicas than the
+// NATS servers can keep: waiting cannot fix it.
+var ErrReplicas = errors.New("more replicas than the NATS servers can keep")
 
 // kvStreamConfig is the stream nats.go's CreateKeyValue makes for cfg
 // (jetstream.prepareKeyValueConfig, which KeyValue binds to again), with a
@@ -159,4 +174,14 @@ func ServerClock(ctx context.Context, js jetstream.JetStream, clock snowflake.Cl
 		return 0, 0, errors.New("kv: server clock: the server sent no time stamp (nats-server 2.10 or later has it)")
 	}
 	return info.TimeStamp.Sub(sent.Add(rtt / 2)), rtt, nil
+}
+
+// jsText is err as a person reads it: a JetStream API error by its
+// description, without nats.go's repeated "nats: " prefixes.
+func jsText(err error) string {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Sprintf("JetStream: %s (error %d)", apiErr.Description, apiErr.ErrorCode)
+	}
+	return strings.ReplaceAll(err.Error(), "nats: nats: ", "nats: ")
 }

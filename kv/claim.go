@@ -23,7 +23,7 @@ var (
 	// ErrHeldByLive is returned by a Claim of one worker ID with WaitHeld
 	// when its holder renews the lease while Claim waits for it to expire:
 	// another process is alive and vending with it.
-	ErrHeldByLive = errors.New("kv: the worker ID is held by another live worker")
+	ErrHeldByLive = errors.New("kv: held by another live worker")
 	// errClockRaced: a worker ID's timestamp changed under a holder's
 	// compare-and-set.
 	errClockRaced = errors.New("its last timestamp was written by another writer")

@@ -176,14 +176,14 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 func (l *Lease) renewError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		return fmt.Errorf("%w: worker ID %d expired or was taken: %v", workerid.ErrLeaseLost, l.id, err)
+		return fmt.Errorf("%w: worker ID %d expired or was taken (%s)", workerid.ErrLeaseLost, l.id, jsText(err))
 	case bucketGone(err):
 		// "No response from stream" is also what a publish gets while a
 		// stream has no leader: ask whether the buckets still exist.
 		for _, kv := range []jetstream.KeyValue{l.leases, l.clocks} {
 			if _, serr := kv.Status(ctx); bucketGone(serr) {
-				return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state): %v",
-					workerid.ErrLeaseLost, kv.Bucket(), err)
+				return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state: %s)",
+					workerid.ErrLeaseLost, kv.Bucket(), jsText(err))
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -72,7 +73,7 @@ func loadConfig() (Config, error) {
 // kindOf says in words what a variable of a Go type takes.
 func kindOf(typeName string) string {
 	switch typeName {
-	case "Duration":
+	case "Duration", "time.Duration":
 		return "a duration such as 30s or 5ms"
 	case "int", "int64":
 		return "a whole number"
@@ -111,6 +112,11 @@ func (c Config) validate() error {
 	}
 	if c.KVReplicas < 1 || c.KVReplicas > 5 {
 		errs = append(errs, fmt.Errorf("LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas))
+	}
+	if c.PostgresURL != "" {
+		if err := pgstore.CheckURL(c.PostgresURL); err != nil {
+			errs = append(errs, fmt.Errorf("LEAF_POSTGRES_URL: %w", err))
+		}
 	}
 	if c.Epoch < 0 || c.Epoch > time.Now().UnixMilli() {
 		errs = append(errs, fmt.Errorf("LEAF_EPOCH %d: want Unix milliseconds in the past", c.Epoch))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
@@ -208,7 +209,10 @@ func (g *contractGuard) check(ctx context.Context) error {
 func (g *contractGuard) checkStore(ctx context.Context) error {
 	info, err := g.store.Info(ctx)
 	if err != nil {
-		if g.kind == "jetstream-kv" {
+		if errors.Is(err, pgstore.ErrRefused) && !g.checked {
+			return err // a setting to change, before this vendor served anything
+		}
+		if g.kind == kindKV {
 			if _, berr := g.js.KeyValue(ctx, kv.SegmentBucket); errors.Is(berr, jetstream.ErrBucketNotFound) {
 				return g.storeLost(err)
 			}

@@ -293,6 +293,8 @@ func TestTagsCommands(t *testing.T) {
 		{[]string{"delete", "order"}, 1, `tag "order" not found`},
 		{[]string{"list"}, 0, "no tags"},
 		{[]string{"frobnicate"}, 2, "unknown subcommand"},
+		{nil, 2, "add, list, set-step or delete?"},
+		{[]string{"add", "-h"}, 0, "IDs per segment (the smallest step the dynamic step may use) (default 1000)"},
 	} {
 		code, out := tags(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {

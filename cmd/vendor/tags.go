@@ -32,7 +32,11 @@ const maxTableStep = 1_000_000
 
 // runTags manages business tags in the configured store.
 func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "vendor tags: add, list, set-step or delete?\n\n%s", tagsUsage)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, tagsUsage)
 		return 0
 	}
@@ -44,7 +48,7 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = tagsCommand(ctx, cfg, args, stdout)
 	var usageErr usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &usageErr):
 		fmt.Fprintf(stderr, "vendor tags: %v\n\n%s", err, tagsUsage)
@@ -81,7 +85,19 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 	var err error
 	if args[0] == "set-step" {
 		pos = args[1:] // no flags: the step may look like one (-5)
-	} else if pos, err = parseInterspersed(fs, args[1:]); err != nil {
+		if len(pos) == 1 && (pos[0] == "-h" || pos[0] == "--help") {
+			fmt.Fprintf(stdout, "Usage: %s\n", use)
+			return flag.ErrHelp
+		}
+	} else if pos, err = parseInterspersed(fs, args[1:]); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: %s\n", use)
+		if args[0] == "add" {
+			fmt.Fprintln(stdout, "\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return err
+	} else if err != nil {
 		return usagef("%v; usage: %s", err, use)
 	}
 	if want := strings.Count(use, "<"); len(pos) != want {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
@@ -101,6 +102,9 @@ func (v *vendor) open(ctx context.Context) error {
 		return err
 	}); err != nil {
 		return fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
+	}
+	if err := v.checkReplicas(); err != nil {
+		return err
 	}
 	if err := v.openContractAndSegments(ctx, js); err != nil {
 		return err
@@ -195,6 +199,16 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 	return nil
 }
 
+// checkReplicas refuses LEAF_KV_REPLICAS above 1 on a NATS server that is
+// not clustered: its buckets would never be created.
+func (v *vendor) checkReplicas() error {
+	if v.cfg.KVReplicas > 1 && v.dataConn.ConnectedClusterName() == "" {
+		return fmt.Errorf("LEAF_KV_REPLICAS %d: the NATS server at %s is not in a cluster and keeps one copy of each bucket: set LEAF_KV_REPLICAS=1, or run a NATS cluster of %d or more servers with JetStream",
+			v.cfg.KVReplicas, redact(v.dataConn.ConnectedUrl()), v.cfg.KVReplicas)
+	}
+	return nil
+}
+
 // checkMaxPayload refuses a LEAF_MAX_BATCH whose largest reply the server
 // would not carry: the IDs would be taken, and the reply lost.
 func checkMaxPayload(maxBatch int, maxPayload int64) error {
@@ -216,7 +230,11 @@ func (v *vendor) startEmbedded() (string, error) {
 	cfg := v.cfg
 	lock, err := natsserver.LockStore(cfg.NATSStoreDir)
 	if errors.Is(err, natsserver.ErrStoreInUse) {
-		return "", fmt.Errorf("%w: join it with LEAF_NATS_URL, or give this vendor its own LEAF_NATS_STORE_DIR", err)
+		join := "join it with LEAF_NATS_URL"
+		if url, _ := natsserver.StoreURL(cfg.NATSStoreDir); url != "" {
+			join = "join it with LEAF_NATS_URL=" + url
+		}
+		return "", fmt.Errorf("%w: %s, or give this vendor its own LEAF_NATS_STORE_DIR", err, join)
 	}
 	if err != nil {
 		return "", err
@@ -324,7 +342,8 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 		switch {
 		case err == nil:
 		case errors.Is(err, kv.ErrHeldByLive):
-			return nil, workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker: %w; pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker", static, err))
+			return nil, workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (%s): pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker",
+				static, strings.TrimPrefix(err.Error(), kv.ErrHeldByLive.Error()+": ")))
 		case errors.Is(err, kv.ErrNoFreeWorkerID):
 			return nil, fmt.Errorf("%w; waiting for one (LEAF_WORKER_ID_RANGE is %s)", err, cfg.WorkerIDRange)
 		case permanent(err):
@@ -334,8 +353,8 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 		}
 		claimed.Store(true)
 		if l.TTL() != cfg.WorkerLeaseTTL {
-			v.log.Warn("bucket TTL differs from LEAF_WORKER_LEASE_TTL; using the bucket's",
-				"bucket", kv.WorkersBucket, "bucket_ttl", l.TTL(), "configured", cfg.WorkerLeaseTTL)
+			v.log.Warn("the lease TTL is the one bucket leaf_workers keeps, not LEAF_WORKER_LEASE_TTL; to change it: vendor cluster set-lease-ttl "+cfg.WorkerLeaseTTL.String(),
+				"bucket_ttl", l.TTL(), "configured", cfg.WorkerLeaseTTL)
 		}
 		return l, nil
 	}
@@ -424,6 +443,7 @@ const startupBudget = 30 * time.Second
 func permanent(err error) bool {
 	var mismatch *mismatchError
 	return errors.As(err, &mismatch) || errors.Is(err, workerid.ErrClockBehind) ||
+		errors.Is(err, kv.ErrReplicas) || errors.Is(err, pgstore.ErrRefused) ||
 		errors.Is(err, snowflake.ErrSettings) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
 }

@@ -38,7 +38,7 @@ func LockStore(dir string) (*StoreLock, error) {
 		b, _ := os.ReadFile(f.Name())
 		f.Close()
 		if url := strings.TrimSpace(string(b)); url != "" {
-			return nil, fmt.Errorf("%w: %s serves it at %s", ErrStoreInUse, dir, url)
+			return nil, fmt.Errorf("%w: %s is the store of the vendor serving NATS at %s", ErrStoreInUse, dir, url)
 		}
 		return nil, fmt.Errorf("%w: %s", ErrStoreInUse, dir)
 	}

@@ -20,6 +20,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -75,9 +77,15 @@ const createStore = `CREATE TABLE IF NOT EXISTS leaf_store (
 // concurrent CREATE TABLE IF NOT EXISTS can fail on Postgres's catalog.
 const createLock = 0x6c656166 // "leaf"
 
+// ErrRefused is wrapped when Postgres refuses this client for a reason
+// waiting cannot fix: a wrong user or password, a database that does not
+// exist.
+var ErrRefused = errors.New("pgstore: Postgres refused the connection")
+
 // Store is a segment store in Postgres.
 type Store struct {
-	db *sql.DB
+	db   *sql.DB
+	addr string // host:port, for messages
 
 	mu    sync.Mutex // serialises table creation
 	ready bool       // the table exists
@@ -87,6 +95,15 @@ var (
 	_ segment.Store = (*Store)(nil)
 )
 
+// CheckURL reports whether dsn is a Postgres URL or key=value string the
+// store can use.
+func CheckURL(dsn string) error {
+	if _, err := pq.NewConfig(dsn); err != nil {
+		return fmt.Errorf("%v (want postgres://user:password@host:5432/database?sslmode=disable)", err)
+	}
+	return nil
+}
+
 // Open returns a store for the database at dsn (a postgres:// URL or
 // key=value string). It fails only on a malformed dsn; see the package doc.
 func Open(dsn string) (*Store, error) {
@@ -94,6 +111,7 @@ func Open(dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: Postgres URL: %w", err)
 	}
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	// One round trip per parameterised query instead of two (lib/pq
 	// otherwise prepares first): an allocation is then four round trips,
 	// which is what a segment load costs on a distant database.
@@ -107,7 +125,7 @@ func Open(dsn string) (*Store, error) {
 	db.SetMaxIdleConns(maxIdleConns)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
-	return &Store{db: db}, nil
+	return &Store{db: db, addr: addr}, nil
 }
 
 // Close closes the connections.
@@ -145,10 +163,25 @@ func (s *Store) ensure(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: create tables leaf_alloc, leaf_alloc_retired and leaf_store: %w", err)
+		return s.describe("create tables leaf_alloc, leaf_alloc_retired and leaf_store", err)
 	}
 	s.ready = true
 	return nil
+}
+
+// describe says what to check when the first call to the database fails:
+// most often it cannot be reached, or refuses the credentials.
+func (s *Store) describe(what string, err error) error {
+	var pqErr *pq.Error
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &pqErr) && (pqErr.Code == pqerror.InvalidPassword ||
+		pqErr.Code == pqerror.InvalidAuthorizationSpecification || pqErr.Code == pqerror.InvalidCatalogName):
+		return fmt.Errorf("%w at %s: %s (check the user, password and database in LEAF_POSTGRES_URL)", ErrRefused, s.addr, pqErr.Message)
+	case errors.As(err, &opErr):
+		return fmt.Errorf("pgstore: cannot reach Postgres at %s: %w (is it running, and is the host in LEAF_POSTGRES_URL right?)", s.addr, err)
+	}
+	return fmt.Errorf("pgstore: %s: %w", what, err)
 }
 
 // newStoreID returns a random store identity.
