@@ -41,6 +41,12 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
 	apt_install chromium
 fi
 
+# The JavaScript example runs under Node with nats.js from npm.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	log "node or npm not found; installing them for the JavaScript example's test"
+	apt_install nodejs npm
+fi
+
 # compose.yaml is validated by Docker Compose itself (no engine needed).
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
 	log "docker compose not found; installing docker-compose to validate compose.yaml"

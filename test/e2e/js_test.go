@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/snowflake"
+)
+
+// needTool returns the path of a command the test needs; without it the
+// test skips, or fails under CI=true, where scripts/test.sh installs it.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not found: run scripts/test.sh, which installs it", name)
+		}
+		t.Skipf("%s not found (scripts/test.sh installs it)", name)
+	}
+	return p
+}
+
+// TestJavaScriptExample runs examples/js/leaf.mjs, the README's example of
+// taking IDs without the Go client, with Node and nats.js from npm against
+// a real vendor: 64-bit IDs arrive whole as BigInt, in text and binary, the
+// error headers are read, and the background prefetch hands out unique,
+// ascending segment IDs.
+func TestJavaScriptExample(t *testing.T) {
+	node, npm := needTool(t, "node"), needTool(t, "npm")
+	dir := t.TempDir()
+	for _, f := range []string{"package.json", "leaf.mjs"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "js", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
+	install.Dir = dir
+	if out, err := install.CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("npm install nats: %v\n%s", err, out)
+		}
+		t.Skipf("npm install nats: %v (no npm registry?)\n%s", err, out)
+	}
+
+	nats := startNATS(t)
+	env := map[string]string{"LEAF_NATS_URL": nats.url()}
+	vendorCommand(t, env, "tags", "add", "order", "-step", "1000")
+	worker := startVendor(t, "js", env).waitServing()
+	run := exec.CommandContext(ctx, node, "leaf.mjs")
+	run.Dir = dir
+	run.Env = append(os.Environ(), "NATS_URL="+nats.url())
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("node leaf.mjs: %v\n%s", err, out)
+	}
+	var got struct {
+		Snowflake, Binary []string
+		BadCount          struct{ Code int }
+		UnknownTag        struct {
+			Code    int
+			Message string
+		}
+		Prefetched struct {
+			IDs, Unique int
+			Ascending   bool
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node leaf.mjs printed %q: %v", out, err)
+	}
+	// Every digit survived: the IDs decode to this vendor's worker ID.
+	for _, list := range [][]string{got.Snowflake, got.Binary} {
+		ids := make([]int64, len(list))
+		for i, s := range list {
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				t.Fatalf("ID %q: %v", s, err)
+			}
+			if p, _ := snowflake.Decode(id, snowflake.DefaultEpoch); p.WorkerID != worker {
+				t.Fatalf("ID %s decodes to worker %d, not the vendor's %d: digits lost", s, p.WorkerID, worker)
+			}
+			ids[i] = id
+		}
+		if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+			t.Fatalf("IDs not unique and ascending: %v", list[:min(5, len(list))])
+		}
+	}
+	switch {
+	case len(got.Snowflake) != 3 || len(got.Binary) != 1000:
+		t.Errorf("got %d text and %d binary IDs, want 3 and 1000", len(got.Snowflake), len(got.Binary))
+	case got.BadCount.Code != 400:
+		t.Errorf("a bad count gave %+v, want a 400 read from the headers", got.BadCount)
+	case got.UnknownTag.Code != 404 || !strings.Contains(got.UnknownTag.Message, "vendor tags add no-such-tag"):
+		t.Errorf("an unknown tag gave %+v, want a 404 saying how to add it", got.UnknownTag)
+	case got.Prefetched.IDs != 10000 || got.Prefetched.Unique != 10000 || !got.Prefetched.Ascending:
+		t.Errorf("prefetched %+v, want 10000 unique ascending IDs", got.Prefetched)
+	}
+	report(t, "javascript example (nats.js): text=%d binary=%d bad-count=%d unknown-tag=%d prefetched=%d unique=%d ascending=%v",
+		len(got.Snowflake), len(got.Binary), got.BadCount.Code, got.UnknownTag.Code, got.Prefetched.IDs, got.Prefetched.Unique, got.Prefetched.Ascending)
+}
