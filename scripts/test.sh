@@ -88,5 +88,6 @@ fi
 if [ $# -eq 0 ]; then
 	go test -run '^$' -fuzz '^FuzzParseCount$' -fuzztime 10s ./vending/
 	go test -run '^$' -fuzz '^FuzzDecodeText$' -fuzztime 10s ./vending/
+	go test -run '^$' -fuzz '^FuzzDecodeRanges$' -fuzztime 10s ./vending/
 	go test -run '^$' -fuzz '^FuzzValidateTag$' -fuzztime 10s ./segment/
 fi

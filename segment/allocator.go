@@ -184,11 +184,49 @@ func (a *Allocator) spawn(f func()) bool {
 	return true
 }
 
+// Range is a run of consecutive IDs: First, First+1, ..., First+Count-1.
+type Range struct {
+	First, Count int64
+}
+
 // TryTake appends n ascending IDs for tag to dst if it can without waiting
 // for the store. ok is false, with nothing consumed, when serving would
 // wait: the tag's first load, both buffers empty, or a tag not yet looked
 // up; call Take then. A non-nil err is final (bad tag or n, unknown tag).
 func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok bool, err error) {
+	var buf [2]Range
+	rs, ok, err := a.TryTakeRanges(tag, buf[:0], int64(n))
+	return appendIDs(dst, rs, n), ok, err
+}
+
+// Take appends n ascending IDs for tag to dst, waiting for the store when
+// the tag's buffers cannot serve them: up to Options.Wait in all, and never
+// past ctx. On error dst is returned unchanged; the error wraps
+// ErrInvalidTag, ErrUnknownTag or ErrUnavailable.
+func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	var buf [4]Range
+	rs, err := a.TakeRanges(ctx, tag, buf[:0], int64(n))
+	return appendIDs(dst, rs, n), err
+}
+
+// appendIDs appends the IDs of rs, n in all, to dst, growing it once.
+func appendIDs(dst []int64, rs []Range, n int) []int64 {
+	if len(rs) == 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, n)
+	for _, r := range rs {
+		for id := r.First; id < r.First+r.Count; id++ {
+			dst = append(dst, id)
+		}
+	}
+	return dst
+}
+
+// TryTakeRanges is TryTake handing out runs of IDs instead of each ID: at
+// most two (the rest of the current segment and the start of the next),
+// whatever n, so a batch of any size costs the same.
+func (a *Allocator) TryTakeRanges(tag string, dst []Range, n int64) (rs []Range, ok bool, err error) {
 	if n < 1 {
 		return dst, false, errCount(n)
 	}
@@ -200,24 +238,24 @@ func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok boo
 		return dst, false, nil
 	}
 	b.mu.Lock()
-	r, got := b.reserve(int64(n), true)
+	r, got := b.reserve(n, true)
 	if got > 0 {
 		a.preload(b)
-	} else {
+	} else if !b.tooBig(n) {
 		a.startLoad(b) // the Take that follows finds it in flight
 	}
 	b.mu.Unlock()
 	if got == 0 {
 		return dst, false, nil
 	}
-	return r.appendTo(dst, n), true, nil
+	return r.appendRanges(dst), true, nil
 }
 
-// Take appends n ascending IDs for tag to dst, waiting for the store when
-// the tag's buffers cannot serve them: up to Options.Wait in all, and never
-// past ctx. On error dst is returned unchanged; the error wraps
-// ErrInvalidTag, ErrUnknownTag or ErrUnavailable.
-func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+// TakeRanges is Take handing out runs of IDs instead of each ID. A batch
+// larger than a segment the tag loads is allocated from the store for
+// itself, in one round trip, above every buffered ID: a consumer of range
+// replies can ask for millions of IDs at once.
+func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []Range, n int64) ([]Range, error) {
 	if n < 1 {
 		return dst, errCount(n)
 	}
@@ -228,7 +266,7 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 		return dst, err
 	}
 	orig := len(dst)
-	need := int64(n)
+	need := n
 	// Until a load succeeds in this call, take all or nothing: a batch
 	// larger than the buffers must not use them up if the store turns out
 	// to be down, or smaller requests that they could serve would fail too.
@@ -239,15 +277,20 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 		need -= got
 		var l *call
 		var failed error // why no load could start
-		direct := false  // both buffers are full yet cannot serve it
-		if need == 0 {
+		direct := false  // no load would serve it
+		switch {
+		case need == 0:
 			a.preload(b)
-		} else if l = a.startLoad(b); l == nil {
-			failed = b.lastErr
-			direct = b.nextReady && failed == nil && a.ctx.Err() == nil
+		case got == 0 && b.tooBig(need):
+			direct = a.ctx.Err() == nil
+		default:
+			if l = a.startLoad(b); l == nil {
+				failed = b.lastErr
+				direct = b.nextReady && failed == nil && a.ctx.Err() == nil
+			}
 		}
 		b.mu.Unlock()
-		dst = r.appendTo(dst, int(got))
+		dst = r.appendRanges(dst)
 		if need == 0 {
 			return dst, nil
 		}
@@ -264,14 +307,11 @@ func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([
 	}
 }
 
-// errWaited is the cause of a Take's context once Options.Wait has passed.
-var errWaited = errors.New("waited too long for the store")
-
 // takeDirect serves need IDs from a segment of exactly that size allocated
 // for this request alone, leaving the tag's buffers as they are: for a
-// batch larger than both buffers together. Its IDs are above every buffered
-// one, so the batch stays ascending.
-func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []int64, need int64) ([]int64, error) {
+// batch larger than a load brings. Its IDs are above every buffered one, so
+// the batch stays ascending.
+func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []Range, need int64) ([]Range, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
 	defer cancel()
 	row, err := a.opt.Store.Alloc(ctx, tag, need)
@@ -285,9 +325,11 @@ func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []int64, nee
 	if err != nil {
 		return dst, loadError(tag, err)
 	}
-	r := spans{{seg.Start, seg.Start + need}}
-	return r.appendTo(dst, int(need)), nil
+	return append(dst, Range{seg.Start, need}), nil
 }
+
+// errWaited is the cause of a Take's context once Options.Wait has passed.
+var errWaited = errors.New("waited too long for the store")
 
 // await waits for the load l of tag. A nil l is a load that could not
 // start: the store failed a moment ago (with failed), or the allocator is
@@ -324,7 +366,7 @@ func loadError(tag string, err error) error {
 	return fmt.Errorf("%w: tag %q: buffers empty and the store failed: %w", ErrUnavailable, tag, err)
 }
 
-func errCount(n int) error {
+func errCount(n int64) error {
 	return fmt.Errorf("segment: cannot take %d IDs; ask for 1 or more", n)
 }
 

@@ -108,7 +108,8 @@ func TestDynamicStep(t *testing.T) {
 }
 
 func TestTakeAcrossSwitch(t *testing.T) {
-	a := open(t, newFakeStore(10, "order"), segment.Options{})
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{})
 	take(t, a, "order", 1)
 	nextReady(t, a, "order")
 	if ids := take(t, a, "order", 15); !consecutive(ids, 2) {
@@ -117,9 +118,18 @@ func TestTakeAcrossSwitch(t *testing.T) {
 	if s := status(t, a, "order"); s.Current.Start != 11 || s.Current.Value != 17 {
 		t.Fatalf("after the switch current = %+v, want start 11, value 17", s.Current)
 	}
-	// More than both buffers hold: several loads in one call.
-	if ids := take(t, a, "order", 500); !consecutive(ids, 17) {
-		t.Fatalf("batch of 500 over several loads = %v..., want from 17 on", ids[:5])
+	// More than a load brings: allocated for itself in one store call,
+	// above the buffered IDs, which serve the next requests.
+	before := len(store.allocSteps())
+	ids := take(t, a, "order", 500)
+	if !consecutive(ids, ids[0]) || ids[0] <= 20 {
+		t.Fatalf("batch of 500 = %v..., want 500 consecutive IDs above the buffers", ids[:5])
+	}
+	if steps := store.allocSteps()[before:]; !slices.Contains(steps, 500) {
+		t.Fatalf("store calls %v for a batch of 500, want one of step 500", steps)
+	}
+	if ids := take(t, a, "order", 1); ids[0] != 17 {
+		t.Fatalf("after the large batch the buffers gave %v, want 17", ids)
 	}
 }
 
@@ -485,5 +495,29 @@ func TestConcurrentTakes(t *testing.T) {
 			}
 			seen[id] = true
 		}
+	}
+}
+
+// Runs: at most two per batch from the buffers, one for a batch larger
+// than a load, with the IDs Take would give.
+func TestTakeRanges(t *testing.T) {
+	store := newFakeStore(10, "order")
+	a := open(t, store, segment.Options{})
+	take(t, a, "order", 5)
+	nextReady(t, a, "order")
+	rs, ok, err := a.TryTakeRanges("order", nil, 10) // 6..10 and 11..15
+	if err != nil || !ok || len(rs) != 2 || rs[0] != (segment.Range{First: 6, Count: 5}) || rs[1] != (segment.Range{First: 11, Count: 5}) {
+		t.Fatalf("TryTakeRanges across a switch = %v, %v, %v; want [6+5 11+5]", rs, ok, err)
+	}
+	before := len(store.allocSteps())
+	rs, err = a.TakeRanges(t.Context(), "order", rs[:0], 1_000_000_000)
+	if err != nil || len(rs) != 1 || rs[0].Count != 1_000_000_000 || rs[0].First <= 15 {
+		t.Fatalf("TakeRanges of 1e9 = %v, %v; want one run above the buffers", rs, err)
+	}
+	if steps := store.allocSteps()[before:]; !slices.Contains(steps, 1_000_000_000) {
+		t.Fatalf("store calls %v, want one of 1e9", steps)
+	}
+	if _, _, err := a.TryTakeRanges("order", nil, 0); err == nil {
+		t.Fatal("TryTakeRanges of 0 IDs succeeded")
 	}
 }

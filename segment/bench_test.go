@@ -48,3 +48,26 @@ func BenchmarkTryTakeParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTryTakeRanges is the hot path of a range reply: the cost does
+// not grow with n, since no ID is made.
+func BenchmarkTryTakeRanges(b *testing.B) {
+	for _, n := range []int64{1, 1000, 100_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			a := open(b, newFakeStore(1_000_000, "order"), segment.Options{Now: time.Now, MaxStep: 100_000_000})
+			dst := make([]segment.Range, 0, 2)
+			take(b, a, "order", 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				rs, ok, err := a.TryTakeRanges("order", dst[:0], n)
+				if err == nil && !ok {
+					rs, err = a.TakeRanges(context.Background(), "order", dst[:0], n)
+				}
+				if err != nil || len(rs) == 0 {
+					b.Fatalf("TryTakeRanges: %v, %v", rs, err)
+				}
+			}
+			b.ReportMetric(float64(b.N)*float64(n)/b.Elapsed().Seconds(), "ids/s")
+		})
+	}
+}

@@ -46,22 +46,21 @@ type span struct{ lo, hi int64 }
 // the start of the next, in ascending order.
 type spans [2]span
 
-// appendTo appends the n IDs of r to dst, growing it once.
-func (r *spans) appendTo(dst []int64, n int) []int64 {
-	if n == 0 {
-		return dst
-	}
-	if cap(dst)-len(dst) < n {
-		grown := make([]int64, len(dst), len(dst)+n)
-		copy(grown, dst)
-		dst = grown
-	}
+// appendRanges appends the runs of r that hold IDs to dst.
+func (r *spans) appendRanges(dst []Range) []Range {
 	for _, s := range r {
-		for v := s.lo; v < s.hi; v++ {
-			dst = append(dst, v)
+		if s.hi > s.lo {
+			dst = append(dst, Range{s.lo, s.hi - s.lo})
 		}
 	}
 	return dst
+}
+
+// tooBig reports whether n IDs are more than a load of b brings, so that
+// waiting for one would not serve them: they are allocated for themselves.
+// b.mu is held.
+func (b *buffer) tooBig(n int64) bool {
+	return b.step > 0 && n > b.step+(b.cur.End-b.cur.Value)
 }
 
 // reserve takes up to n IDs from the current segment and, when it runs

@@ -226,6 +226,11 @@ func (g *Generator) Next() (int64, error) {
 	return ids[0], nil
 }
 
+// Range is a run of consecutive IDs: those of one millisecond.
+type Range struct {
+	First, Count int64
+}
+
 // NextN appends n ascending IDs to dst. On error it returns dst unchanged:
 // a batch is all or nothing.
 func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
@@ -235,41 +240,77 @@ func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
 	orig := len(dst)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-
 	now, err := g.now()
-	if err != nil {
-		return dst, err
+	for n > 0 && err == nil {
+		var r Range
+		if r, now, err = g.run(now, n); err == nil {
+			for id := r.First; id < r.First+r.Count; id++ {
+				dst = append(dst, id)
+			}
+			n -= int(r.Count)
+		}
 	}
-	for n > 0 {
+	if err != nil {
+		return dst[:orig], err
+	}
+	return dst, nil
+}
+
+// NextRanges appends n ascending IDs to dst as runs, one per millisecond,
+// without making each ID. On error it returns dst unchanged.
+func (g *Generator) NextRanges(dst []Range, n int) ([]Range, error) {
+	if n <= 0 {
+		return dst, nil
+	}
+	orig := len(dst)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now, err := g.now()
+	for n > 0 && err == nil {
+		var r Range
+		if r, now, err = g.run(now, n); err == nil {
+			dst = append(dst, r)
+			n -= int(r.Count)
+		}
+	}
+	if err != nil {
+		return dst[:orig], err
+	}
+	return dst, nil
+}
+
+// run takes the next run of at most n IDs, in the millisecond now or, when
+// that one is used up, the next: it returns the run and the millisecond to
+// go on from. g.mu is held.
+func (g *Generator) run(now int64, n int) (Range, int64, error) {
+	for {
 		if now > g.last {
 			g.last = now
 			g.seq = int(g.seqStart(seqStartBound))
 		} else if g.seq > MaxSequence {
 			// This millisecond is used up: wait for the next one.
+			var err error
 			if now, err = g.nextMilli(); err != nil {
-				return dst[:orig], err
+				return Range{}, now, err
 			}
 			continue
 		}
 		elapsed := g.last - g.epoch
 		if elapsed < 0 || elapsed > maxElapsed {
-			return dst[:orig], fmt.Errorf("%w: %d ms since epoch %d", ErrTimeOverflow, elapsed, g.epoch)
+			return Range{}, now, fmt.Errorf("%w: %d ms since epoch %d", ErrTimeOverflow, elapsed, g.epoch)
 		}
 		if g.limited && g.last > g.limitMs {
-			return dst[:orig], fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
+			return Range{}, now, fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
 		}
 		base := elapsed<<timeShift | g.workerBits
 		if base == 0 && g.seq == 0 {
 			g.seq = 1 // the epoch's first millisecond on worker 0: never ID 0
 		}
 		k := min(n, MaxSequence+1-g.seq)
-		for i := range k {
-			dst = append(dst, base|int64(g.seq+i))
-		}
+		r := Range{First: base | int64(g.seq), Count: int64(k)}
 		g.seq += k
-		n -= k
+		return r, now, nil
 	}
-	return dst, nil
 }
 
 // now reads the clock under g.mu, checks the lease window and waits out a

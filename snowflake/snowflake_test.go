@@ -132,6 +132,39 @@ func TestSequenceOverflowMovesToNextMillisecond(t *testing.T) {
 	}
 }
 
+// NextRanges hands out the IDs NextN would, as one run per millisecond.
+func TestNextRanges(t *testing.T) {
+	seq := func(uint32) uint32 { return 7 }
+	a := newGen(t, Settings{Clock: newFakeClock(testNow), SeqStart: seq})
+	b := newGen(t, Settings{Clock: newFakeClock(testNow), SeqStart: seq})
+	n := 3*(MaxSequence+1) + 5
+	ids, err := a.NextN(nil, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := b.NextRanges(nil, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromRuns []int64
+	for i, r := range rs {
+		if p := decode(t, r.First); i > 0 && p.UnixMilli <= decode(t, rs[i-1].First).UnixMilli {
+			t.Fatalf("run %d in millisecond %d, not after the one before", i, p.UnixMilli)
+		}
+		for id := r.First; id < r.First+r.Count; id++ {
+			fromRuns = append(fromRuns, id)
+		}
+	}
+	if len(rs) != 4 || !slices.Equal(ids, fromRuns) {
+		t.Fatalf("%d runs holding %d IDs; want 4 runs holding NextN's %d IDs", len(rs), len(fromRuns), len(ids))
+	}
+	// All or nothing: past the lease window, dst comes back unchanged.
+	c := newGen(t, Settings{Clock: newFakeClock(testNow), Leased: true})
+	if got, err := c.NextRanges(rs[:1], 10); !errors.Is(err, ErrNoLease) || len(got) != 1 {
+		t.Fatalf("NextRanges without a lease: %d runs, %v", len(got), err)
+	}
+}
+
 func TestClockSmallStepBackIsWaitedOut(t *testing.T) {
 	clock := newFakeClock(testNow)
 	g := newGen(t, Settings{Clock: clock})
@@ -361,4 +394,17 @@ func BenchmarkNextN1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "ids/s")
+}
+
+func BenchmarkNextRanges10000(b *testing.B) {
+	g, _ := New(Settings{})
+	buf := make([]Range, 0, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = g.NextRanges(buf[:0], 10000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*10000/b.Elapsed().Seconds(), "ids/s")
 }

@@ -13,7 +13,8 @@ import (
 
 // BenchmarkRequest is one single-ID request over a real server: the service
 // next to a bare responder answering a fixed 19-digit number, so the
-// difference in time and allocations is the service's own.
+// difference in time and allocations is the service's own; "ranges" asks
+// for the ranges encoding, as the Go client does.
 func BenchmarkRequest(b *testing.B) {
 	s := natstest.Server(b)
 	for _, tc := range []struct {
@@ -39,9 +40,9 @@ func BenchmarkRequest(b *testing.B) {
 			b.Cleanup(func() { svc.Stop() })
 		}},
 	} {
+		tc.start(natstest.Conn(b, s))
+		nc := natstest.Conn(b, s)
 		b.Run(tc.name, func(b *testing.B) {
-			tc.start(natstest.Conn(b, s))
-			nc := natstest.Conn(b, s)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := nc.Request(tc.subject, nil, 5*time.Second); err != nil {
@@ -49,5 +50,17 @@ func BenchmarkRequest(b *testing.B) {
 				}
 			}
 		})
+		if tc.name == "vendor" {
+			msg := nats.NewMsg(tc.subject)
+			msg.Header.Set(vending.EncodingHeader, vending.EncodingRanges)
+			b.Run("vendor-ranges", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := nc.RequestMsg(msg, 5*time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

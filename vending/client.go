@@ -40,7 +40,7 @@ func NewClient(nc *nats.Conn, c ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	cl := &Client{nc: nc, cfg: cfg, segments: map[string]*Source{}}
-	cl.sf = cl.newSource(cfg.Prefix + ".snowflake")
+	cl.sf = cl.newSource(cfg.Prefix+".snowflake", cfg.MaxBatch)
 	return cl, nil
 }
 
@@ -66,7 +66,7 @@ func (c *Client) Segment(tag string) (*Source, error) {
 	}
 	s := c.segments[tag]
 	if s == nil {
-		s = c.newSource(c.cfg.Prefix + ".segment." + tag)
+		s = c.newSource(c.cfg.Prefix+".segment."+tag, c.cfg.MaxRangeBatch)
 		c.segments[tag] = s
 	}
 	return s, nil
@@ -99,14 +99,15 @@ func (c *Client) Close() error {
 type Source struct {
 	c       *Client
 	subject string
+	limit   int64       // the most IDs one request may ask for
 	pf      *prefetcher // nil without prefetch
 
 	ctx    context.Context // cancelled by close; ends requests in flight
 	cancel context.CancelFunc
 }
 
-func (c *Client) newSource(subject string) *Source {
-	s := &Source{c: c, subject: subject}
+func (c *Client) newSource(subject string, limit int) *Source {
+	s := &Source{c: c, subject: subject, limit: int64(limit)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if c.cfg.Prefetch > 0 {
 		s.pf = newPrefetcher(s)
@@ -124,54 +125,88 @@ func (s *Source) close() {
 // Subject is the subject s sends its requests to.
 func (s *Source) Subject() string { return s.subject }
 
-// Next returns one ID. With prefetch it comes from the buffer and the call
-// touches the network only when the buffer is empty.
+// Next returns one ID. With prefetch it comes from the buffer, with no lock
+// (an atomic add), and the call touches the network only when the buffer
+// is empty; from one goroutine, IDs from one vendor ascend.
 func (s *Source) Next(ctx context.Context) (int64, error) {
 	if s.pf != nil {
 		return s.pf.next(ctx)
 	}
-	var one [1]int64
-	ids, err := s.request(ctx, one[:0], 1)
+	var one [1]Range
+	rs, err := s.request(ctx, one[:0], 1)
 	if err != nil {
 		return 0, err
 	}
-	return ids[0], nil
+	return rs[0].First, nil
 }
 
 // NextN returns n IDs, 1 <= n <= the max batch. With prefetch they come
-// from the buffer when it holds n, else from a request of their own.
+// from the buffer, else from a request of their own.
 func (s *Source) NextN(ctx context.Context, n int) ([]int64, error) {
 	if n < 1 || n > s.c.cfg.MaxBatch {
 		return nil, fmt.Errorf("%w: asked for %d IDs; ask for 1 to %d per call (the max batch)", ErrBadRequest, n, s.c.cfg.MaxBatch)
 	}
-	if s.pf != nil {
-		if ids := s.pf.take(n); ids != nil {
-			return ids, nil
-		}
+	b, err := s.Block(ctx, int64(n))
+	if err != nil {
+		return nil, err
 	}
-	return s.request(ctx, make([]int64, 0, n), n)
+	ids := make([]int64, 0, n)
+	for id, ok := b.Next(); ok; id, ok = b.Next() {
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
-// request asks for n IDs, appends them to dst and retries what a retry can
-// fix: 503s, timeouts and no responders.
-func (s *Source) request(ctx context.Context, dst []int64, n int) ([]int64, error) {
+// NextRanges returns n IDs as runs of consecutive IDs, from one request in
+// the ranges encoding: a batch of any size is a few bytes on the wire. n
+// may be up to the service's max range batch for a segment tag, the max
+// batch for snowflake IDs. It does not use the prefetch buffer.
+func (s *Source) NextRanges(ctx context.Context, n int64) ([]Range, error) {
+	if n < 1 || n > s.limit {
+		return nil, fmt.Errorf("%w: asked for %d IDs; ask for 1 to %d per request", ErrBadRequest, n, s.limit)
+	}
+	return s.request(ctx, nil, n)
+}
+
+// Block returns n IDs for one goroutine to hand out with Block.Next, which
+// takes no lock and no atomic: the way to scale with goroutines. With
+// prefetch they come from the buffer (one atomic add for the whole block)
+// when n is at most its size, else from a request of their own.
+func (s *Source) Block(ctx context.Context, n int64) (Block, error) {
+	if n < 1 || n > s.limit {
+		return Block{}, fmt.Errorf("%w: asked for %d IDs; ask for 1 to %d per block", ErrBadRequest, n, s.limit)
+	}
+	if s.pf != nil && n <= s.pf.size {
+		return s.pf.block(ctx, n)
+	}
+	rs, err := s.request(ctx, nil, n)
+	if err != nil {
+		return Block{}, err
+	}
+	return newBlock(rs), nil
+}
+
+var rangesEncoding = []string{EncodingRanges}
+
+// request asks for n IDs in the ranges encoding, appends their runs to dst
+// and retries what a retry can fix: 503s, timeouts and no responders.
+func (s *Source) request(ctx context.Context, dst []Range, n int64) ([]Range, error) {
 	cfg := &s.c.cfg
+	// One ID is as short in text, the default, which spares both ends a
+	// header; more travel as ranges, a few bytes for any batch.
 	msg := &nats.Msg{Subject: s.subject}
 	if n > 1 {
-		msg.Data = strconv.AppendInt(nil, int64(n), 10)
-	}
-	binary := n >= binaryFrom
-	if binary {
-		msg.Header = nats.Header{EncodingHeader: []string{EncodingBinary}}
+		msg.Header = nats.Header{EncodingHeader: rangesEncoding}
+		msg.Data = strconv.AppendInt(nil, n, 10)
 	}
 	backoff := cfg.BackoffMin
 	for attempt := 0; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {
 			return dst, ErrClientClosed
 		}
-		ids, err := s.attempt(ctx, dst, msg, n, binary)
+		rs, err := s.attempt(ctx, dst, msg, n)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return ids, err
+			return rs, err
 		}
 		if attempt == cfg.Retries {
 			if errors.Is(err, ErrUnavailable) {
@@ -195,7 +230,7 @@ func (s *Source) request(ctx context.Context, dst []int64, n int) ([]int64, erro
 }
 
 // attempt sends one request and decodes its reply.
-func (s *Source) attempt(ctx context.Context, dst []int64, msg *nats.Msg, n int, binary bool) ([]int64, error) {
+func (s *Source) attempt(ctx context.Context, dst []Range, msg *nats.Msg, n int64) ([]Range, error) {
 	actx, cancel := context.WithTimeout(ctx, s.c.cfg.Timeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -215,13 +250,13 @@ func (s *Source) attempt(ctx context.Context, dst []int64, msg *nats.Msg, n int,
 		return dst, &Error{Code: c, Message: reply.Header.Get(micro.ErrorHeader)}
 	}
 	before := len(dst)
-	if binary {
-		dst, err = DecodeBinary(dst, reply.Data)
-	} else {
-		dst, err = DecodeText(dst, reply.Data)
+	if reply.Header.Get(EncodingHeader) == EncodingRanges {
+		dst, err = DecodeRanges(dst, reply.Data)
+	} else { // one ID, or a vendor that predates ranges
+		dst, err = decodeTextRanges(dst, reply.Data)
 	}
-	if err == nil && len(dst)-before != n {
-		err = fmt.Errorf("%w: asked %s for %d IDs, got %d", ErrBadReply, s.subject, n, len(dst)-before)
+	if got := Count(dst[before:]); err == nil && got != n {
+		err = fmt.Errorf("%w: asked %s for %d IDs, got %d", ErrBadReply, s.subject, n, got)
 	}
 	if err != nil {
 		return dst[:before], err

@@ -14,15 +14,6 @@ const (
 	DefaultBackoffMax    = time.Second
 )
 
-// maxPrefetchBatches bounds a prefetch buffer, in max batches: each refill
-// sends that many requests at once.
-const maxPrefetchBatches = 16
-
-// binaryFrom is the smallest count asked for in the binary encoding: from
-// there on its fixed 8 bytes an ID beat the text's up to 20, and decoding
-// it is a load per ID instead of a parse.
-const binaryFrom = 64
-
 // ClientConfig configures a Client.
 //
 // As every configuration in this module, it is a plain struct in which the
@@ -47,13 +38,20 @@ type ClientConfig struct {
 	// not return together.
 	BackoffMin, BackoffMax time.Duration
 	// MaxBatch is the largest count one request may ask for, the workers'
-	// LEAF_MAX_BATCH. Default 10000. Larger counts are refused locally.
+	// LEAF_MAX_BATCH: for snowflake IDs, and NextN. Default 10000. Larger
+	// counts are refused locally.
 	MaxBatch int
-	// Prefetch, when above 0, makes Next serve IDs from a local buffer of
-	// that size: when it holds LowWater IDs or fewer, one background
-	// refill asks for Prefetch more, so Next does not touch the network
-	// while the service keeps up. At most 16 max batches (a larger buffer
-	// is refilled by requests of the max batch sent at once).
+	// MaxRangeBatch is the largest count of segment IDs one request may ask
+	// for in the ranges encoding, the workers' LEAF_MAX_RANGE_BATCH.
+	// Default 1,000,000,000.
+	MaxRangeBatch int
+	// Prefetch, when above 0, makes Next and Block serve IDs from a local
+	// buffer of that size: when it holds LowWater IDs or fewer, one
+	// background refill asks for Prefetch more in the ranges encoding, so
+	// they do not touch the network while the service keeps up. A
+	// snowflake refill asks for at most MaxBatch; a segment refill for up
+	// to MaxRangeBatch, which costs a few bytes on the wire whatever its
+	// size.
 	//
 	// Prefetched IDs are taken before they are used: IDs in the buffer when
 	// the process exits are never vended again, and snowflake IDs are as
@@ -86,6 +84,9 @@ func (c ClientConfig) withDefaults() (ClientConfig, error) {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
+	if c.MaxRangeBatch == 0 {
+		c.MaxRangeBatch = max(DefaultMaxRangeBatch, c.MaxBatch)
+	}
 	if c.Prefetch > 0 && c.LowWater == 0 {
 		c.LowWater = c.Prefetch / 4
 	}
@@ -102,8 +103,11 @@ func (c ClientConfig) withDefaults() (ClientConfig, error) {
 	if c.MaxBatch < 0 {
 		errs = append(errs, fmt.Errorf("max batch %d must be at least 1", c.MaxBatch))
 	}
-	if c.Prefetch < 0 || c.Prefetch > maxPrefetchBatches*c.MaxBatch {
-		errs = append(errs, fmt.Errorf("prefetch size %d must be from 1 to %d max batches (%d)", c.Prefetch, maxPrefetchBatches, maxPrefetchBatches*c.MaxBatch))
+	if c.MaxRangeBatch < c.MaxBatch {
+		errs = append(errs, fmt.Errorf("max range batch %d must be at least the max batch %d", c.MaxRangeBatch, c.MaxBatch))
+	}
+	if c.Prefetch < 0 || c.Prefetch > c.MaxRangeBatch {
+		errs = append(errs, fmt.Errorf("prefetch size %d must be from 1 to the max range batch %d", c.Prefetch, c.MaxRangeBatch))
 	}
 	if c.Prefetch > 0 && (c.LowWater < 0 || c.LowWater >= c.Prefetch) {
 		errs = append(errs, fmt.Errorf("prefetch low-water mark %d must be from 0 to below the size %d", c.LowWater, c.Prefetch))

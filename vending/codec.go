@@ -1,13 +1,15 @@
 package vending
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 )
 
 // Reply encodings. Text (decimal IDs separated by "\n") is the default, so
-// `nats req` prints IDs; a client asks for binary with the EncodingHeader.
+// `nats req` prints IDs; a client asks for another with the EncodingHeader.
 const (
 	// EncodingHeader names the reply encoding a request asks for.
 	EncodingHeader = "Leaf-Encoding"
@@ -15,7 +17,121 @@ const (
 	EncodingText = "text"
 	// EncodingBinary: each ID as 8 bytes, big-endian, ascending.
 	EncodingBinary = "binary"
+	// EncodingRanges: the IDs as runs of consecutive IDs, each 16 bytes:
+	// the run's first ID and its count, 8 bytes big-endian each, runs
+	// ascending. A segment batch is one or two runs, a snowflake batch one
+	// per millisecond, so a batch of any size costs a few bytes.
+	EncodingRanges = "ranges"
 )
+
+// rangeBytes is the size of a run in the ranges encoding.
+const rangeBytes = 16
+
+// Range is a run of consecutive IDs: First, First+1, ..., First+Count-1.
+type Range struct {
+	First, Count int64
+}
+
+// Last returns the run's last ID.
+func (r Range) Last() int64 { return r.First + r.Count - 1 }
+
+// ranged is any type shaped as a Range: the runs of snowflake.Generator and
+// segment.Allocator encode without a copy.
+type ranged interface {
+	~struct{ First, Count int64 }
+}
+
+// AppendRanges appends rs in the ranges encoding.
+func AppendRanges[R ranged](dst []byte, rs []R) []byte {
+	for _, x := range rs {
+		r := Range(x)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.First))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Count))
+	}
+	return dst
+}
+
+// AppendTextRanges appends the IDs of rs as text, as AppendText does.
+func AppendTextRanges[R ranged](dst []byte, rs []R) []byte {
+	sep := false
+	for _, x := range rs {
+		r := Range(x)
+		for id := r.First; id < r.First+r.Count; id++ {
+			if sep {
+				dst = append(dst, '\n')
+			}
+			dst = strconv.AppendInt(dst, id, 10)
+			sep = true
+		}
+	}
+	return dst
+}
+
+// AppendBinaryRanges appends the IDs of rs in the binary encoding.
+func AppendBinaryRanges[R ranged](dst []byte, rs []R) []byte {
+	for _, x := range rs {
+		r := Range(x)
+		for id := r.First; id < r.First+r.Count; id++ {
+			dst = binary.BigEndian.AppendUint64(dst, uint64(id))
+		}
+	}
+	return dst
+}
+
+// DecodeRanges appends the runs of a ranges reply to dst. Every run must
+// be positive and non-empty, and start after the one before ends.
+func DecodeRanges(dst []Range, body []byte) ([]Range, error) {
+	if len(body) == 0 || len(body)%rangeBytes != 0 {
+		return dst, fmt.Errorf("%w: ranges reply of %d bytes", ErrBadReply, len(body))
+	}
+	orig := len(dst)
+	prev := int64(0)
+	for i := 0; i < len(body); i += rangeBytes {
+		r := Range{int64(binary.BigEndian.Uint64(body[i:])), int64(binary.BigEndian.Uint64(body[i+8:]))}
+		switch {
+		case r.First <= 0 || r.Count <= 0:
+			return dst[:orig], fmt.Errorf("%w: run of %d IDs from %d", ErrBadReply, r.Count, r.First)
+		case r.First > math.MaxInt64-(r.Count-1):
+			return dst[:orig], fmt.Errorf("%w: run of %d IDs from %d passes the largest ID", ErrBadReply, r.Count, r.First)
+		case r.First <= prev:
+			return dst[:orig], fmt.Errorf("%w: run from %d does not start after %d", ErrBadReply, r.First, prev)
+		}
+		prev = r.Last()
+		dst = append(dst, r)
+	}
+	return dst, nil
+}
+
+// decodeTextRanges appends the IDs of a text reply to dst as runs: the
+// client's way to read one ID, or a vendor that predates ranges.
+func decodeTextRanges(dst []Range, body []byte) ([]Range, error) {
+	orig := len(dst)
+	for {
+		field, rest, more := bytes.Cut(body, []byte{'\n'})
+		id, err := parseID(field)
+		if err != nil {
+			return dst[:orig], err
+		}
+		if n := len(dst); n > orig && dst[n-1].Last() == id-1 {
+			dst[n-1].Count++
+		} else {
+			dst = append(dst, Range{First: id, Count: 1})
+		}
+		if !more {
+			return dst, nil
+		}
+		body = rest
+	}
+}
+
+// Count returns how many IDs rs hold.
+func Count[R ranged](rs []R) int64 {
+	var n int64
+	for _, x := range rs {
+		n += Range(x).Count
+	}
+	return n
+}
 
 // ParseCount parses a request body: empty (or only white space) means 1,
 // otherwise an ASCII decimal in 1..max with optional surrounding white space.
@@ -82,29 +198,37 @@ func AppendBinary(dst []byte, ids []int64) []byte {
 
 // DecodeText appends the IDs of a text reply to dst.
 func DecodeText(dst []int64, body []byte) ([]int64, error) {
-	start := 0
-	for i := 0; i <= len(body); i++ {
-		if i < len(body) && body[i] != '\n' {
-			continue
-		}
-		var id int64
-		field := body[start:i]
-		if len(field) == 0 || len(field) > 19 {
-			return dst, fmt.Errorf("%w: field %s", ErrBadReply, quote(field))
-		}
-		for _, c := range field {
-			if c < '0' || c > '9' {
-				return dst, fmt.Errorf("%w: field %s", ErrBadReply, quote(field))
-			}
-			id = id*10 + int64(c-'0')
-		}
-		if id <= 0 {
-			return dst, fmt.Errorf("%w: non-positive ID %s", ErrBadReply, quote(field))
+	orig := len(dst)
+	for {
+		field, rest, more := bytes.Cut(body, []byte{'\n'})
+		id, err := parseID(field)
+		if err != nil {
+			return dst[:orig], err
 		}
 		dst = append(dst, id)
-		start = i + 1
+		if !more {
+			return dst, nil
+		}
+		body = rest
 	}
-	return dst, nil
+}
+
+// parseID parses one field of a text reply: a positive decimal ID.
+func parseID(field []byte) (int64, error) {
+	if len(field) == 0 || len(field) > 19 {
+		return 0, fmt.Errorf("%w: field %s", ErrBadReply, quote(field))
+	}
+	var id int64
+	for _, c := range field {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: field %s", ErrBadReply, quote(field))
+		}
+		id = id*10 + int64(c-'0')
+	}
+	if id <= 0 { // zero, or 19 digits past the largest int64
+		return 0, fmt.Errorf("%w: non-positive ID %s", ErrBadReply, quote(field))
+	}
+	return id, nil
 }
 
 // DecodeBinary appends the IDs of a binary reply to dst.

@@ -122,8 +122,24 @@ func FuzzParseCount(f *testing.F) {
 func FuzzDecodeText(f *testing.F) {
 	f.Add([]byte("1\n2\n3"))
 	f.Add([]byte("9223372036854775807"))
+	f.Add([]byte("5\n6\n8\n3"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ids, err := DecodeText(nil, body)
+		// The client's reading of text as runs accepts the same replies
+		// and holds the same IDs.
+		rs, rerr := decodeTextRanges(nil, body)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("%q: DecodeText says %v, decodeTextRanges %v", body, err, rerr)
+		}
+		var flat []int64
+		for _, r := range rs {
+			for i := range r.Count {
+				flat = append(flat, r.First+i)
+			}
+		}
+		if !equal(flat, ids) {
+			t.Fatalf("%q: DecodeText = %v, decodeTextRanges = %v", body, ids, rs)
+		}
 		if err != nil {
 			return
 		}
@@ -141,6 +157,87 @@ func FuzzDecodeText(f *testing.F) {
 				return
 			}
 			t.Fatalf("DecodeText(%q) = %v does not re-encode to the input", body, ids)
+		}
+	})
+}
+
+// The range encodings hand out the IDs the ID encodings do, in a few bytes.
+func TestRangeEncodings(t *testing.T) {
+	rs := []Range{{1, 3}, {10, 1}, {1<<62 - 1, 2}}
+	ids := []int64{1, 2, 3, 10, 1<<62 - 1, 1 << 62}
+	if got := AppendTextRanges(nil, rs); !bytes.Equal(got, AppendText(nil, ids)) {
+		t.Fatalf("AppendTextRanges = %q, want %q", got, AppendText(nil, ids))
+	}
+	if got := AppendBinaryRanges(nil, rs); !bytes.Equal(got, AppendBinary(nil, ids)) {
+		t.Fatalf("AppendBinaryRanges differs from AppendBinary")
+	}
+	body := AppendRanges(nil, rs)
+	if len(body) != 16*len(rs) {
+		t.Fatalf("ranges reply of %d bytes for %d runs", len(body), len(rs))
+	}
+	got, err := DecodeRanges(nil, body)
+	if err != nil || len(got) != len(rs) || Count(got) != int64(len(ids)) {
+		t.Fatalf("DecodeRanges = %v, %v; want %v", got, err, rs)
+	}
+	for i := range rs {
+		if got[i] != rs[i] {
+			t.Fatalf("run %d = %v, want %v", i, got[i], rs[i])
+		}
+	}
+	if r := (Range{First: 5, Count: 3}); r.Last() != 7 {
+		t.Fatalf("Last = %d", r.Last())
+	}
+}
+
+func TestDecodeRangesRejectsBadReplies(t *testing.T) {
+	enc := func(pairs ...int64) []byte {
+		var rs []Range
+		for i := 0; i+1 < len(pairs); i += 2 {
+			rs = append(rs, Range{pairs[i], pairs[i+1]})
+		}
+		return AppendRanges(nil, rs)
+	}
+	for name, body := range map[string][]byte{
+		"empty":            nil,
+		"not 16 bytes":     make([]byte, 17),
+		"zero ID":          enc(0, 5),
+		"negative ID":      enc(-3, 5),
+		"empty run":        enc(5, 0),
+		"negative count":   enc(5, -1),
+		"past the largest": enc(1<<63-2, 5),
+		"overlapping":      enc(1, 10, 5, 10),
+		"descending":       enc(100, 1, 50, 1),
+		"repeated":         enc(7, 1, 7, 1),
+	} {
+		if rs, err := DecodeRanges(nil, body); err == nil || !errors.Is(err, ErrBadReply) {
+			t.Errorf("%s: DecodeRanges = %v, %v; want ErrBadReply", name, rs, err)
+		}
+	}
+}
+
+func FuzzDecodeRanges(f *testing.F) {
+	f.Add(AppendRanges(nil, []Range{{1, 3}, {10, 1}}))
+	f.Add(AppendRanges(nil, []Range{{1<<63 - 1, 1}}))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rs, err := DecodeRanges(nil, body)
+		if err != nil {
+			if len(rs) != 0 {
+				t.Fatalf("DecodeRanges(%x) failed and returned %v", body, rs)
+			}
+			return
+		}
+		// Whatever it accepts is positive, non-empty, ascending without
+		// overlap, and re-encodes to the input.
+		prev := int64(0)
+		for _, r := range rs {
+			if r.First <= prev || r.Count < 1 || r.Last() < r.First {
+				t.Fatalf("DecodeRanges(%x) accepted %v", body, rs)
+			}
+			prev = r.Last()
+		}
+		if !bytes.Equal(AppendRanges(nil, rs), body) {
+			t.Fatalf("DecodeRanges(%x) = %v does not re-encode to the input", body, rs)
 		}
 	})
 }

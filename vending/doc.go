@@ -18,10 +18,18 @@
 // A request body is empty for one ID or an ASCII decimal n for n IDs,
 // 1 <= n <= LEAF_MAX_BATCH (default 10000); see ParseCount. The reply is the
 // IDs in ascending order as decimals separated by "\n" (AppendText,
-// DecodeText), so `nats req leaf.segment.order 3` prints three lines. A
-// request with the header "Leaf-Encoding: binary" (EncodingHeader,
-// EncodingBinary) gets each ID as 8 big-endian bytes instead (AppendBinary,
-// DecodeBinary). No reply carries a zero or negative ID.
+// DecodeText), so `nats req leaf.segment.order 3` prints three lines. The
+// request header "Leaf-Encoding" (EncodingHeader) asks for another encoding:
+//
+//	binary   each ID as 8 big-endian bytes (AppendBinary, DecodeBinary)
+//	ranges   runs of consecutive IDs, 16 bytes each: first ID and count,
+//	         8 big-endian bytes each, ascending (AppendRanges, DecodeRanges);
+//	         the reply carries "Leaf-Encoding: ranges" too
+//
+// In ranges a segment batch is one run (two across a segment switch) and a
+// snowflake batch one run per millisecond, so a segment request may ask for
+// up to LEAF_MAX_RANGE_BATCH IDs (Config.MaxRangeBatch, default 10^9). No
+// reply carries a zero or negative ID, and every reply is all or nothing.
 //
 // # Errors
 //
@@ -57,11 +65,19 @@
 // 500 is returned at once. Counts outside 1..max batch and malformed tags are
 // refused without a request.
 //
-// ClientConfig.Prefetch (with LowWater) gives each Source a local buffer: Next takes
-// an ID from memory under a mutex, and when the buffer holds lowWater IDs or
-// fewer, one background goroutine per Source asks for size more in the
-// binary encoding, while callers keep taking from what is left. A refill
-// that fails is not retried in a loop: its error is returned by the Next
+// The client asks for batches in the ranges encoding, and for a single ID
+// in text; it reads text replies to any request, so a vendor from before
+// ranges still serves it. Source.NextRanges returns the runs themselves.
+//
+// ClientConfig.Prefetch (with LowWater) gives each Source a local buffer of
+// runs. Source.Next takes an ID from it with one atomic add and no lock;
+// Source.Block reserves n IDs with one atomic add, for one goroutine to hand
+// out with Block.Next, which touches no shared memory: the way to scale with
+// goroutines. When the buffer holds LowWater IDs or fewer, one background
+// goroutine per Source asks for Prefetch more in one ranges request, while
+// callers keep taking what is left; one request at a time, so that one
+// goroutine taking IDs of a tag from one vendor sees them ascend. A refill
+// that fails is not retried in a loop: its error is returned by the call
 // that finds the buffer empty, and the following call refills anew. Close
 // stops the refill goroutines and waits for them.
 package vending

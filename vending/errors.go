@@ -28,6 +28,9 @@ var (
 
 	// ErrBadCount is wrapped by ParseCount (a 400).
 	ErrBadCount = errors.New("vending: bad count")
+	// ErrBadEncoding is wrapped for a request asking for an encoding the
+	// service does not have (a 400).
+	ErrBadEncoding = errors.New("vending: bad encoding")
 	// ErrBadID is wrapped for a decode request that is not a positive ID
 	// (a 400).
 	ErrBadID = errors.New("vending: bad ID")
@@ -75,13 +78,13 @@ const (
 // Code maps an error from a source to its reply code.
 func Code(err error) int {
 	switch {
-	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadID),
+	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadID), errors.Is(err, ErrBadEncoding),
 		errors.Is(err, segment.ErrInvalidTag):
 		return CodeBadRequest
 	case errors.Is(err, segment.ErrUnknownTag):
 		return CodeNotFound
 	case errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards), errors.Is(err, snowflake.ErrTimeOverflow),
-		errors.Is(err, segment.ErrUnavailable):
+		errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved):
 		return CodeUnavailable
 	default:
 		return CodeInternal

@@ -2,128 +2,206 @@ package vending
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
-// prefetcher is a Source's buffer. Callers take IDs from cur under mu; one
-// goroutine, run, fills ready while they do, so the switch from cur to ready
-// is a swap of slices. Both are pointer-free []int64, and the exhausted one
-// is handed back for the next refill to decode into, so a steady state
-// allocates nothing per ID.
+// Block is IDs reserved for one goroutine (Source.Block). Its Next hands
+// them out in ascending order with no lock and no atomic: an increment and
+// a compare. The zero Block is empty. A Block is not safe for concurrent
+// use: give each goroutine its own.
+type Block struct {
+	next, end int64   // the run being handed out: [next, end)
+	more      []Range // the runs after it, when the block spans several
+}
+
+func newBlock(rs []Range) Block {
+	var b Block
+	if len(rs) > 0 {
+		b.next, b.end, b.more = rs[0].First, rs[0].First+rs[0].Count, rs[1:]
+	}
+	return b
+}
+
+// Next returns the block's next ID, or false once it has handed out all.
+func (b *Block) Next() (int64, bool) {
+	if b.next < b.end {
+		id := b.next
+		b.next++
+		return id, true
+	}
+	return b.nextRun()
+}
+
+func (b *Block) nextRun() (int64, bool) {
+	for len(b.more) > 0 {
+		r := b.more[0]
+		b.more = b.more[1:]
+		if r.Count > 0 {
+			b.next, b.end = r.First+1, r.First+r.Count
+			return r.First, true
+		}
+	}
+	return 0, false
+}
+
+// Len returns how many IDs the block still holds.
+func (b *Block) Len() int64 { return b.end - b.next + Count(b.more) }
+
+// prefetcher is a Source's buffer of runs. Callers take IDs from the
+// current run with an atomic add on its next ID: an add past its end means
+// the run is used up, and the caller moves to the next run under mu. One
+// goroutine, refillLoop, refills the queue of runs in the background with one
+// request in the ranges encoding at a time, so a single consumer sees the
+// IDs of one vendor in ascending order.
 type prefetcher struct {
 	src      *Source
-	size     int
-	lowWater int
+	size     int64 // IDs one refill asks for
+	lowWater int64
+
+	cur   atomic.Pointer[cursor] // the run IDs are taken from; nil before the first refill
+	asked atomic.Bool            // a refill is asked for or under way
 
 	mu     sync.Mutex
-	cur    []int64 // cur[pos:] are the IDs not yet taken
-	pos    int
-	ready  []int64 // the last refill, taken when cur is empty
-	spare  []int64 // an exhausted buffer to refill into
-	asked  bool    // a refill is requested or in flight
-	err    error   // the last refill's error, returned when the buffer is empty
+	queue  []Range // the runs after cur, ascending
+	queued int64   // the IDs in queue
+	err    error   // the last refill's error, returned once the buffer is empty
 	filled chan struct{}
 	closed bool
 
-	wake chan struct{} // asks run for a refill; capacity 1
+	wake chan struct{} // asks refillLoop for a refill; capacity 1
 	stop chan struct{}
 	done chan struct{}
+}
+
+// cursor is the run being handed out. Its next ID passes end once it is
+// used up; mark is the ID whose taking leaves lowWater IDs in the buffer,
+// the point to ask for a refill (-1: none in this run).
+type cursor struct {
+	next atomic.Int64
+	end  int64
+	mark int64
 }
 
 func newPrefetcher(s *Source) *prefetcher {
 	p := &prefetcher{
 		src:      s,
-		size:     s.c.cfg.Prefetch,
-		lowWater: s.c.cfg.LowWater,
+		size:     min(int64(s.c.cfg.Prefetch), s.limit),
+		lowWater: int64(s.c.cfg.LowWater),
 		filled:   make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	go p.run()
+	go p.refillLoop()
 	return p
 }
 
-// held is how many IDs the buffer holds. Called with mu held.
-func (p *prefetcher) held() int { return len(p.cur) - p.pos + len(p.ready) }
-
-// next is the hot path: a lock, an index and, below the low-water mark, a
-// flag and a non-blocking send.
+// next is the hot path: an atomic load and add, and two compares.
 func (p *prefetcher) next(ctx context.Context) (int64, error) {
-	p.mu.Lock()
-	for {
-		if p.pos == len(p.cur) && len(p.ready) > 0 {
-			p.swap()
-		}
-		if p.pos < len(p.cur) && !p.closed {
-			id := p.cur[p.pos]
-			p.pos++
-			if p.held() <= p.lowWater {
+	if r := p.cur.Load(); r != nil {
+		if id := r.next.Add(1) - 1; id < r.end {
+			if id == r.mark {
 				p.ask()
 			}
-			p.mu.Unlock()
 			return id, nil
 		}
-		if err := p.wait(ctx); err != nil {
-			p.mu.Unlock()
-			return 0, err
-		}
 	}
+	b, err := p.take(ctx, 1, Range{})
+	if err != nil {
+		return 0, err
+	}
+	id, _ := b.Next()
+	return id, nil
 }
 
-// take returns n IDs from the buffer, or nil if it holds fewer.
-func (p *prefetcher) take(n int) []int64 {
+// block reserves n IDs with one atomic add when the current run holds
+// them.
+func (p *prefetcher) block(ctx context.Context, n int64) (Block, error) {
+	var part Range // what the add got of the current run before its end
+	if r := p.cur.Load(); r != nil {
+		start := r.next.Add(n) - n
+		if start+n <= r.end {
+			if start <= r.mark && r.mark < start+n {
+				p.ask()
+			}
+			return Block{next: start, end: start + n}, nil
+		}
+		if start < r.end {
+			part = Range{start, r.end - start}
+		}
+	}
+	return p.take(ctx, n, part)
+}
+
+// take is the slow path: it gives n IDs, of which part already came from
+// the current run, moving through the queue and waiting for a refill when
+// it is empty.
+func (p *prefetcher) take(ctx context.Context, n int64, part Range) (Block, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held() < n || p.closed {
-		p.ask()
-		return nil
+	rs := make([]Range, 0, 2)
+	need := n
+	if part.Count > 0 {
+		rs, need = append(rs, part), need-part.Count
 	}
-	ids := make([]int64, 0, n)
-	for len(ids) < n {
-		if p.pos == len(p.cur) {
-			p.swap()
+	for need > 0 {
+		if p.closed {
+			return Block{}, ErrClientClosed
 		}
-		k := min(n-len(ids), len(p.cur)-p.pos)
-		ids = append(ids, p.cur[p.pos:p.pos+k]...)
-		p.pos += k
+		// Another caller may have moved to a run with IDs meanwhile.
+		if r := p.cur.Load(); r != nil {
+			start := r.next.Add(need) - need
+			if start < r.end {
+				k := min(need, r.end-start)
+				rs, need = append(rs, Range{start, k}), need-k
+				if start <= r.mark && r.mark < start+k {
+					p.ask()
+				}
+				continue
+			}
+		}
+		if len(p.queue) == 0 {
+			if err := p.wait(ctx); err != nil {
+				return Block{}, err
+			}
+			continue
+		}
+		next := p.queue[0]
+		p.queue, p.queued = p.queue[1:], p.queued-next.Count
+		p.install(next)
 	}
-	if p.held() <= p.lowWater {
+	return newBlock(rs), nil
+}
+
+// install makes r the current run, with its refill mark. mu is held.
+func (p *prefetcher) install(r Range) {
+	end := r.First + r.Count
+	nr := &cursor{end: end, mark: -1}
+	nr.next.Store(r.First)
+	// Taking ID x leaves end-x-1 IDs of this run and the queued ones.
+	if x := end - 1 + p.queued - p.lowWater; x >= r.First && x < end {
+		nr.mark = x
+	} else if x < r.First {
 		p.ask()
 	}
-	return ids
+	p.cur.Store(nr)
 }
 
-// swap makes the refilled buffer current and keeps the exhausted one.
-// Called with mu held.
-func (p *prefetcher) swap() {
-	if cap(p.cur) >= p.size {
-		p.spare = p.cur[:0]
-	}
-	p.cur, p.pos, p.ready = p.ready, 0, nil
-}
-
-// ask requests a refill unless one is under way, ready is still full or an
-// error waits to be returned. Called with mu held.
+// ask requests a refill unless one is under way.
 func (p *prefetcher) ask() {
-	if p.asked || p.ready != nil || p.err != nil || p.closed {
-		return
-	}
-	p.asked = true
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if p.asked.CompareAndSwap(false, true) {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // wait, with the buffer empty and mu held, returns the refill's error if
 // there is one, else waits for the refill. It returns with mu held.
 func (p *prefetcher) wait(ctx context.Context) error {
-	if p.closed {
-		return ErrClientClosed
-	}
 	if err := p.err; err != nil {
 		p.err = nil // one caller reports it; the next call refills anew
 		return err
@@ -142,8 +220,17 @@ func (p *prefetcher) wait(ctx context.Context) error {
 	}
 }
 
-// run is the refill goroutine: one request at a time, on demand.
-func (p *prefetcher) run() {
+// held is how many IDs the buffer holds. mu is held.
+func (p *prefetcher) held() int64 {
+	n := p.queued
+	if r := p.cur.Load(); r != nil {
+		n += max(0, r.end-r.next.Load())
+	}
+	return n
+}
+
+// refillLoop is the refill goroutine: one request at a time, on demand.
+func (p *prefetcher) refillLoop() {
 	defer close(p.done)
 	for {
 		select {
@@ -152,60 +239,30 @@ func (p *prefetcher) run() {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		buf := p.spare
-		p.spare = nil
+		enough := p.held() > p.lowWater && p.err == nil
 		p.mu.Unlock()
-		if buf == nil {
-			buf = make([]int64, 0, p.size)
+		var rs []Range
+		var err error
+		if !enough {
+			rs, err = p.src.request(p.src.ctx, nil, p.size)
 		}
-		ids, err := p.refill(buf)
 		p.mu.Lock()
 		if err != nil {
 			p.err = fmt.Errorf("vending: prefetch from %s: %w", p.src.subject, err)
-			p.spare = buf
-		} else {
-			p.ready = ids
 		}
-		p.asked = false
+		p.queue = append(p.queue, rs...)
+		p.queued += Count(rs)
+		p.asked.Store(false)
 		close(p.filled)
 		p.filled = make(chan struct{})
 		p.mu.Unlock()
 	}
 }
 
-// refill fills buf with size IDs: one request, or for a buffer larger than
-// the max batch, requests of the max batch in parallel, so the refill takes
-// one round trip whatever the size. Each request decodes into its own part
-// of buf, so the parts join without copying.
-func (p *prefetcher) refill(buf []int64) ([]int64, error) {
-	batch := p.src.c.cfg.MaxBatch
-	if p.size <= batch {
-		return p.src.request(p.src.ctx, buf, p.size)
-	}
-	buf = buf[:p.size]
-	errs := make([]error, (p.size+batch-1)/batch)
-	var wg sync.WaitGroup
-	for i := range errs {
-		lo := i * batch
-		hi := min(lo+batch, p.size)
-		wg.Go(func() {
-			part, err := p.src.request(p.src.ctx, buf[lo:lo:hi], hi-lo)
-			if err == nil && (len(part) != hi-lo || &part[0] != &buf[lo]) {
-				err = fmt.Errorf("%w: refill part of %d IDs", ErrBadReply, len(part))
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return buf[:0], err
-	}
-	return buf, nil
-}
-
 func (p *prefetcher) close() {
 	p.mu.Lock()
 	p.closed = true
+	p.cur.Store(nil) // the IDs left are dropped: callers move to take, which says closed
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done

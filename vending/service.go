@@ -26,6 +26,9 @@ const (
 	DefaultPrefix     = "leaf"
 	DefaultQueueGroup = "leaf"
 	DefaultMaxBatch   = 10000
+	// DefaultMaxRangeBatch bounds a segment request in the ranges
+	// encoding.
+	DefaultMaxRangeBatch = 1_000_000_000
 )
 
 // ValidatePrefix checks a subject prefix: literal subject tokens (letters,
@@ -37,16 +40,19 @@ func ValidatePrefix(prefix string) error {
 	return nil
 }
 
-// Snowflake is the source of snowflake IDs (snowflake.Slot).
+// Snowflake is the source of snowflake IDs (workerid.Keeper, or a
+// snowflake.Generator): n IDs as runs, one per millisecond.
 type Snowflake interface {
-	NextN(dst []int64, n int) ([]int64, error)
+	NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error)
 }
 
-// Segments is the source of segment IDs (segment.Allocator).
+// Segments is the source of segment IDs (segment.Allocator): n IDs as at
+// most a few runs.
 type Segments interface {
-	// TryTake serves from memory or reports (ok false) that it would wait.
-	TryTake(tag string, dst []int64, n int) (ids []int64, ok bool, err error)
-	Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error)
+	// TryTakeRanges serves from memory or reports (ok false) that it
+	// would wait.
+	TryTakeRanges(tag string, dst []segment.Range, n int64) (rs []segment.Range, ok bool, err error)
+	TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
 }
 
 // Config configures a Service. The zero value of every field means its
@@ -57,8 +63,14 @@ type Config struct {
 	Prefix string
 	// QueueGroup the workers share. Default "leaf".
 	QueueGroup string
-	// MaxBatch is the largest count one request may ask for. Default 10000.
+	// MaxBatch is the largest count one request may ask for, in the text
+	// and binary encodings and for snowflake IDs in any. Default 10000.
 	MaxBatch int
+	// MaxRangeBatch is the largest count of segment IDs one request may ask
+	// for in the ranges encoding, whose reply is a few bytes whatever the
+	// count: a batch larger than a segment is allocated from the store
+	// for itself. Default 1,000,000,000.
+	MaxRangeBatch int
 	// Version the service reports. Default "0.1.0".
 	Version string
 	// Snowflake serves <prefix>.snowflake when set.
@@ -89,6 +101,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
+	if c.MaxRangeBatch == 0 {
+		c.MaxRangeBatch = max(DefaultMaxRangeBatch, c.MaxBatch)
+	}
 	if c.Version == "" {
 		c.Version = "0.1.0"
 	}
@@ -104,6 +119,9 @@ func (c Config) withDefaults() (Config, error) {
 	var errs []error
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max batch %d must be at least 1", c.MaxBatch))
+	}
+	if c.MaxRangeBatch < c.MaxBatch {
+		errs = append(errs, fmt.Errorf("max range batch %d must be at least the max batch %d", c.MaxRangeBatch, c.MaxBatch))
 	}
 	if err := ValidatePrefix(c.Prefix); err != nil {
 		errs = append(errs, err)
@@ -169,9 +187,10 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 		Description: "unique 64-bit IDs: snowflake and segment (Leaf)",
 		QueueGroup:  c.QueueGroup,
 		Metadata: map[string]string{
-			MetaMaxBatch: strconv.Itoa(c.MaxBatch),
-			"prefix":     c.Prefix,
-			"encodings":  EncodingText + "," + EncodingBinary,
+			MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
+			MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
+			"prefix":          c.Prefix,
+			"encodings":       EncodingText + "," + EncodingBinary + "," + EncodingRanges,
 		},
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
 			s.log.Error("service subscription error", "subject", err.Subject, "err", err.Description)
@@ -247,22 +266,54 @@ func (s *Service) Stop() error {
 // scratch is a request's working memory, reused across requests handled
 // one at a time on a subscription.
 type scratch struct {
-	ids []int64
+	sf  []snowflake.Range
+	seg []segment.Range
 	out []byte
 }
 
-// reply answers req with ids and reports it.
-func (b *scratch) reply(s *Service, req micro.Request, mode, tag string, ids []int64, start time.Time) {
-	if req.Headers().Get(EncodingHeader) == EncodingBinary {
-		b.out = AppendBinary(b.out[:0], ids)
-	} else {
-		b.out = AppendText(b.out[:0], ids)
+// encoding returns the reply encoding req asks for.
+func encoding(req micro.Request) (string, error) {
+	switch e := req.Headers().Get(EncodingHeader); e {
+	case "", EncodingText:
+		return EncodingText, nil
+	case EncodingBinary, EncodingRanges:
+		return e, nil
+	default:
+		return "", fmt.Errorf("%w: %s %q is not an encoding: use %s, %s or %s", ErrBadEncoding, EncodingHeader, quote([]byte(e)), EncodingText, EncodingBinary, EncodingRanges)
 	}
-	if err := req.Respond(b.out); err != nil {
-		s.failSend(req, mode, tag, len(ids), len(b.out), err, start)
+}
+
+// encode appends the IDs of rs to out in encoding enc.
+func encode[R ranged](out []byte, enc string, rs []R) []byte {
+	switch enc {
+	case EncodingRanges:
+		return AppendRanges(out, rs)
+	case EncodingBinary:
+		return AppendBinaryRanges(out, rs)
+	}
+	return AppendTextRanges(out, rs)
+}
+
+// rangesReply marks a reply in the ranges encoding, so that a client can
+// tell it from the text a vendor that predates ranges answers with. It is
+// built once: the header costs no allocation per reply.
+var rangesReply = micro.WithHeaders(micro.Headers{EncodingHeader: {EncodingRanges}})
+
+// reply answers req with rs in encoding enc, and reports it.
+func reply[R ranged](s *Service, req micro.Request, out *[]byte, enc, mode, tag string, rs []R, start time.Time) {
+	*out = encode((*out)[:0], enc, rs)
+	n := int(Count(rs))
+	var err error
+	if enc == EncodingRanges {
+		err = req.Respond(*out, rangesReply)
+	} else {
+		err = req.Respond(*out)
+	}
+	if err != nil {
+		s.failSend(req, mode, tag, n, len(*out), err, start)
 		return
 	}
-	s.obs.Observe(mode, tag, CodeOK, len(ids), time.Since(start))
+	s.obs.Observe(mode, tag, CodeOK, n, time.Since(start))
 }
 
 // failSend answers a request whose reply could not be sent (larger than the
@@ -271,7 +322,7 @@ func (b *scratch) reply(s *Service, req micro.Request, mode, tag string, ids []i
 // the metrics and micro stats, not as IDs.
 func (s *Service) failSend(req micro.Request, mode, tag string, n, size int, err error, start time.Time) {
 	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, micro.ErrRespond) && s.nc.MaxPayload() < int64(size) {
-		err = fmt.Errorf("the reply of %d IDs takes %d bytes, more than the NATS server's max_payload of %d: ask for fewer IDs, or use the binary encoding (%w)",
+		err = fmt.Errorf("the reply of %d IDs takes %d bytes, more than the NATS server's max_payload of %d: ask for fewer IDs, or use the binary or ranges encoding (%w)",
 			n, size, s.nc.MaxPayload(), err)
 	} else {
 		err = fmt.Errorf("the reply of %d IDs could not be sent: %w", n, err)
@@ -292,15 +343,19 @@ type snowflakeHandler struct {
 
 func (h *snowflakeHandler) Handle(req micro.Request) {
 	start := time.Now()
-	n, err := ParseCount(req.Data(), h.s.cfg.MaxBatch)
+	enc, err := encoding(req)
+	var n int
 	if err == nil {
-		h.ids, err = h.src.NextN(h.ids[:0], n)
+		n, err = ParseCount(req.Data(), h.s.cfg.MaxBatch)
+	}
+	if err == nil {
+		h.sf, err = h.src.NextRanges(h.sf[:0], n)
 	}
 	if err != nil {
 		h.s.fail(req, ModeSnowflake, "", err, start)
 		return
 	}
-	h.reply(h.s, req, ModeSnowflake, "", h.ids, start)
+	reply(h.s, req, &h.out, enc, ModeSnowflake, "", h.sf, start)
 }
 
 // segmentHandler serves <prefix>.segment.<tag>. A request that can be served
@@ -320,49 +375,84 @@ func (h *segmentHandler) Handle(req micro.Request) {
 		h.s.fail(req, ModeSegment, "", err, start)
 		return
 	}
-	n, err := ParseCount(req.Data(), h.s.cfg.MaxBatch)
+	enc, err := encoding(req)
+	var n int
+	if err == nil {
+		limit := h.s.cfg.MaxBatch
+		if enc == EncodingRanges {
+			limit = h.s.cfg.MaxRangeBatch
+		}
+		n, err = ParseCount(req.Data(), limit)
+	}
 	if err != nil {
 		h.s.fail(req, ModeSegment, tag, err, start)
 		return
 	}
-	ids, ok, err := h.src.TryTake(tag, h.ids[:0], n)
-	h.ids = ids
+	rs, ok, err := h.src.TryTakeRanges(tag, h.seg[:0], int64(n))
+	h.seg = rs
 	switch {
 	case err != nil:
 		h.s.fail(req, ModeSegment, tag, err, start)
 	case ok:
-		h.reply(h.s, req, ModeSegment, tag, ids, start)
+		reply(h.s, req, &h.out, enc, ModeSegment, tag, rs, start)
 	default:
-		h.s.slowSegment(req, h.src, tag, n, start)
+		h.s.slowSegment(req, h.src, tag, enc, n, start)
 	}
 }
 
 // slowSegment serves a request that waits for the store in a goroutine of
 // its own. Once Stop has begun it serves it inline instead: the connection's
 // drain waits for handlers, not for goroutines they started.
-func (s *Service) slowSegment(req micro.Request, src Segments, tag string, n int, start time.Time) {
+func (s *Service) slowSegment(req micro.Request, src Segments, tag, enc string, n int, start time.Time) {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		s.takeSlow(req, src, tag, n, start)
+		s.takeSlow(req, src, tag, enc, n, start)
 		return
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		s.takeSlow(req, src, tag, n, start)
+		s.takeSlow(detached{req, s.nc}, src, tag, enc, n, start)
 	}()
 }
 
-func (s *Service) takeSlow(req micro.Request, src Segments, tag string, n int, start time.Time) {
-	var b scratch
-	ids, err := src.Take(s.ctx, tag, nil, n)
+// detached answers a request after its handler has returned, publishing
+// on the connection itself: micro reads a request's state (its error, for
+// the stats) when the handler returns, so the request must not be written
+// to after that.
+type detached struct {
+	micro.Request
+	nc *nats.Conn
+}
+
+func (d detached) Respond(data []byte, opts ...micro.RespondOpt) error {
+	return d.publish(&nats.Msg{Subject: d.Reply(), Data: data}, opts)
+}
+
+func (d detached) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	m := &nats.Msg{Subject: d.Reply(), Data: data, Header: nats.Header{}}
+	m.Header.Set(micro.ErrorHeader, description)
+	m.Header.Set(micro.ErrorCodeHeader, code)
+	return d.publish(m, opts)
+}
+
+func (d detached) publish(m *nats.Msg, opts []micro.RespondOpt) error {
+	for _, o := range opts {
+		o(m)
+	}
+	return d.nc.PublishMsg(m)
+}
+
+func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n int, start time.Time) {
+	rs, err := src.TakeRanges(s.ctx, tag, nil, int64(n))
 	if err != nil {
 		s.fail(req, ModeSegment, tag, err, start)
 		return
 	}
-	b.reply(s, req, ModeSegment, tag, ids, start)
+	var out []byte
+	reply(s, req, &out, enc, ModeSegment, tag, rs, start)
 }
 
 // decode serves <prefix>.snowflake.decode.
@@ -403,6 +493,10 @@ type Decoded struct {
 // request may ask for (LEAF_MAX_BATCH), so that clients can find it with
 // `nats micro info leaf` or ServiceMaxBatch.
 const MetaMaxBatch = "max_batch"
+
+// MetaMaxRangeBatch is the service metadata key of the largest count of
+// segment IDs one request may ask for in the ranges encoding.
+const MetaMaxRangeBatch = "max_range_batch"
 
 // ServiceMaxBatch asks a running vendor ($SRV.INFO.leaf) for the largest
 // count one request may ask for.

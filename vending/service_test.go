@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -160,20 +161,68 @@ func TestRepliesAndErrors(t *testing.T) {
 	}
 }
 
-func TestBinaryEncoding(t *testing.T) {
-	s := natstest.Server(t)
-	startVendor(t, s, 1)
-	nc := natstest.Conn(t, s)
-	req := nats.NewMsg("leaf.snowflake")
-	req.Header.Set(vending.EncodingHeader, vending.EncodingBinary)
-	req.Data = []byte("1000")
+// requestEnc sends body to subject asking for encoding enc.
+func requestEnc(t *testing.T, nc *nats.Conn, subject, enc, body string) *nats.Msg {
+	t.Helper()
+	req := nats.NewMsg(subject)
+	req.Header.Set(vending.EncodingHeader, enc)
+	req.Data = []byte(body)
 	msg, err := nc.RequestMsg(req, 5*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("request %s %q in %s: %v", subject, body, enc, err)
 	}
+	return msg
+}
+
+func TestEncodings(t *testing.T) {
+	s := natstest.Server(t)
+	startVendor(t, s, 1)
+	startSegmentVendor(t, s, "order")
+	nc := natstest.Conn(t, s)
+
+	msg := requestEnc(t, nc, "leaf.snowflake", vending.EncodingBinary, "1000")
 	ids, err := vending.DecodeBinary(nil, msg.Data)
-	if err != nil || len(ids) != 1000 {
-		t.Fatalf("binary reply: %d IDs, %v", len(ids), err)
+	if err != nil || len(ids) != 1000 || msg.Header.Get(vending.EncodingHeader) != "" {
+		t.Fatalf("binary reply: %d IDs, %v, headers %v", len(ids), err, msg.Header)
+	}
+
+	// Ranges: a snowflake batch is one run per millisecond, and says so.
+	msg = requestEnc(t, nc, "leaf.snowflake", vending.EncodingRanges, "10000")
+	rs, err := vending.DecodeRanges(nil, msg.Data)
+	if err != nil || vending.Count(rs) != 10000 || msg.Header.Get(vending.EncodingHeader) != vending.EncodingRanges {
+		t.Fatalf("snowflake ranges reply: %v, %v, headers %v", rs, err, msg.Header)
+	}
+	if len(msg.Data) > 16*(10000/4096+5) {
+		t.Fatalf("10000 snowflake IDs took %d bytes in %d runs", len(msg.Data), len(rs))
+	}
+
+	// A segment batch above the max batch is allowed in ranges, and costs
+	// 16 bytes; text or binary are bound by the max batch.
+	msg = requestEnc(t, nc, "leaf.segment.order", vending.EncodingRanges, "1000000000")
+	rs, err = vending.DecodeRanges(nil, msg.Data)
+	if err != nil || len(rs) != 1 || rs[0] != (vending.Range{First: 1, Count: 1e9}) {
+		t.Fatalf("segment ranges reply %v, %v", rs, err)
+	}
+	for _, tc := range []struct{ subject, enc, body string }{
+		{"leaf.segment.order", vending.EncodingRanges, "1000000001"},
+		{"leaf.segment.order", vending.EncodingText, "10001"},
+		{"leaf.segment.order", vending.EncodingBinary, "10001"},
+		{"leaf.snowflake", vending.EncodingRanges, "10001"},
+		{"leaf.snowflake", "protobuf", "1"},
+		{"leaf.segment.order", "Ranges", "1"},
+	} {
+		msg := requestEnc(t, nc, tc.subject, tc.enc, tc.body)
+		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" {
+			t.Fatalf("%s %s %s: code %q, want 400", tc.subject, tc.enc, tc.body, code)
+		}
+	}
+	// Refused requests took nothing: the next ID follows the billion.
+	msg = requestEnc(t, nc, "leaf.segment.order", vending.EncodingText, "")
+	if string(msg.Data) != "1000000001" {
+		t.Fatalf("after refused requests: %q, want 1000000001", msg.Data)
+	}
+	if e := requestEnc(t, nc, "leaf.snowflake", "protobuf", "1").Header.Get(micro.ErrorHeader); !strings.Contains(e, "use text, binary or ranges") {
+		t.Fatalf("bad encoding says %q", e)
 	}
 }
 
@@ -221,19 +270,52 @@ type slowSegments struct {
 
 var _ vending.Segments = (*slowSegments)(nil)
 
-func (s *slowSegments) TryTake(string, []int64, int) ([]int64, bool, error) { return nil, false, nil }
+func (s *slowSegments) TryTakeRanges(string, []segment.Range, int64) ([]segment.Range, bool, error) {
+	return nil, false, nil
+}
 
-func (s *slowSegments) Take(ctx context.Context, _ string, dst []int64, n int) ([]int64, error) {
+func (s *slowSegments) TakeRanges(ctx context.Context, _ string, dst []segment.Range, n int64) ([]segment.Range, error) {
 	s.entered <- struct{}{}
 	select {
 	case <-s.release:
 	case <-ctx.Done():
 		return dst, ctx.Err()
 	}
-	for i := range n {
-		dst = append(dst, int64(100+i))
+	return append(dst, segment.Range{First: 100, Count: n}), nil
+}
+
+// failingSegments waits for the store, which fails.
+type failingSegments struct{}
+
+func (failingSegments) TryTakeRanges(string, []segment.Range, int64) ([]segment.Range, bool, error) {
+	return nil, false, nil
+}
+
+func (failingSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, _ int64) ([]segment.Range, error) {
+	return dst, &segment.TagError{Tag: tag, Err: segment.ErrUnavailable}
+}
+
+// A request answered after its handler returned (it waited for the store)
+// gets the same error reply as one answered at once, in every encoding;
+// under -race this also checks that the late answer leaves micro's request
+// alone.
+func TestSlowRequestErrors(t *testing.T) {
+	s := natstest.Server(t)
+	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Segments: failingSegments{}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return dst, nil
+	defer svc.Stop()
+	nc := natstest.Conn(t, s)
+	for _, enc := range []string{vending.EncodingText, vending.EncodingRanges} {
+		for range 20 {
+			msg := requestEnc(t, nc, "leaf.segment.order", enc, "5")
+			desc := msg.Header.Get(micro.ErrorHeader)
+			if msg.Header.Get(micro.ErrorCodeHeader) != "503" || desc == "" || string(msg.Data) != desc {
+				t.Fatalf("%s: headers %v, body %q; want a 503 with its sentence as the body", enc, msg.Header, msg.Data)
+			}
+		}
+	}
 }
 
 // A request waiting for the store when Stop begins still gets its IDs.

@@ -188,18 +188,36 @@ func (k *Keeper) Close(ctx context.Context) error {
 // ID, or while the fence says the hold must be renewed first, it fails with
 // an error wrapping snowflake.ErrNoLease.
 func (k *Keeper) NextN(dst []int64, n int) ([]int64, error) {
+	g, err := k.generator()
+	if err != nil {
+		return dst, err
+	}
+	return g.NextN(dst, n)
+}
+
+// NextRanges is NextN handing out runs of IDs, one per millisecond.
+func (k *Keeper) NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error) {
+	g, err := k.generator()
+	if err != nil {
+		return dst, err
+	}
+	return g.NextRanges(dst, n)
+}
+
+// generator returns the generator that may vend now.
+func (k *Keeper) generator() (*snowflake.Generator, error) {
 	g := k.gen.Load()
 	if g == nil {
-		return dst, fmt.Errorf("%w: %s", snowflake.ErrNoLease, k.whyNone())
+		return nil, fmt.Errorf("%w: %s", snowflake.ErrNoLease, k.whyNone())
 	}
 	if k.cfg.Fence != nil && k.cfg.Fence() != k.fencedAt.Load() {
 		select {
 		case k.renewNow <- struct{}{}:
 		default:
 		}
-		return dst, fmt.Errorf("%w: reconnected to NATS; renewing the worker ID's lease there before vending again", snowflake.ErrNoLease)
+		return nil, fmt.Errorf("%w: reconnected to NATS; renewing the worker ID's lease there before vending again", snowflake.ErrNoLease)
 	}
-	return g.NextN(dst, n)
+	return g, nil
 }
 
 // whyNone says why no worker ID is held, for a 503.

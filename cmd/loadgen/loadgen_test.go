@@ -23,20 +23,17 @@ type counterSegments struct{ next int64 }
 
 var _ vending.Segments = (*counterSegments)(nil)
 
-func (c *counterSegments) TryTake(tag string, dst []int64, n int) ([]int64, bool, error) {
+func (c *counterSegments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
 	if tag != "order" {
 		return dst, false, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
-	for range n {
-		c.next++
-		dst = append(dst, c.next)
-	}
-	return dst, true, nil
+	c.next += n
+	return append(dst, segment.Range{First: c.next - n + 1, Count: n}), true, nil
 }
 
-func (c *counterSegments) Take(_ context.Context, tag string, dst []int64, n int) ([]int64, error) {
-	ids, _, err := c.TryTake(tag, dst, n)
-	return ids, err
+func (c *counterSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+	rs, _, err := c.TryTakeRanges(tag, dst, n)
+	return rs, err
 }
 
 // vendor starts an embedded server with an in-process vending service for

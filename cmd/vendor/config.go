@@ -40,7 +40,8 @@ type Config struct {
 
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`
 	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
-	MaxBatch      int    `envconfig:"MAX_BATCH" default:"10000" desc:"largest count one request may ask for"`
+	MaxBatch      int    `envconfig:"MAX_BATCH" default:"10000" desc:"largest count one request may ask for (text and binary replies; snowflake in any encoding)"`
+	MaxRangeBatch int    `envconfig:"MAX_RANGE_BATCH" default:"1000000000" desc:"largest count of segment IDs one request may ask for in the ranges encoding"`
 
 	WorkerID       string        `envconfig:"WORKER_ID" desc:"static worker ID 0..1023 (Leaf's local mode); unset claims one from KV"`
 	WorkerIDRange  string        `envconfig:"WORKER_ID_RANGE" default:"0-1023" desc:"worker IDs this cluster may claim (disjoint ranges for clusters, or a Leaf deployment, serving the same consumers)"`
@@ -103,6 +104,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > 1_000_000 {
 		errs = append(errs, fmt.Errorf("LEAF_MAX_BATCH %d: want 1..1000000", c.MaxBatch))
+	}
+	if c.MaxRangeBatch < c.MaxBatch || c.MaxRangeBatch > 1<<40 {
+		errs = append(errs, fmt.Errorf("LEAF_MAX_RANGE_BATCH %d: want LEAF_MAX_BATCH (%d) to 2^40", c.MaxRangeBatch, c.MaxBatch))
 	}
 	if c.WorkerLeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL))

@@ -100,20 +100,20 @@ func openSegments(ctx context.Context, cfg Config, st tagStore, closeStore func(
 	return &segments{alloc: alloc, store: st, kind: cfg.storeKind(), close: closeStore, gate: func() error { return nil }}, nil
 }
 
-// TryTake serves from the buffers, past the gate (vending.Segments).
-func (s *segments) TryTake(tag string, dst []int64, n int) ([]int64, bool, error) {
+// TryTakeRanges serves from the buffers, past the gate (vending.Segments).
+func (s *segments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
 	if err := s.gate(); err != nil {
 		return dst, false, err
 	}
-	return s.alloc.TryTake(tag, dst, n)
+	return s.alloc.TryTakeRanges(tag, dst, n)
 }
 
-// Take serves waiting for the store, past the gate (vending.Segments).
-func (s *segments) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+// TakeRanges serves waiting for the store, past the gate (vending.Segments).
+func (s *segments) TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
 	if err := s.gate(); err != nil {
 		return dst, err
 	}
-	return s.alloc.Take(ctx, tag, dst, n)
+	return s.alloc.TakeRanges(ctx, tag, dst, n)
 }
 
 // Close stops the allocator, then closes the store.

@@ -127,15 +127,16 @@ func (v *vendor) open(ctx context.Context) error {
 	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected)
 	reg := newRegistry(state)
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
-		Prefix:     cfg.SubjectPrefix,
-		QueueGroup: cfg.QueueGroup,
-		MaxBatch:   cfg.MaxBatch,
-		Snowflake:  v.keeper,
-		Epoch:      cfg.Epoch,
-		Segments:   v.segs,
-		Stats:      func() any { return state.snapshot(false) },
-		Observer:   newRequestMetrics(reg),
-		Logger:     log,
+		Prefix:        cfg.SubjectPrefix,
+		QueueGroup:    cfg.QueueGroup,
+		MaxBatch:      cfg.MaxBatch,
+		MaxRangeBatch: cfg.MaxRangeBatch,
+		Snowflake:     v.keeper,
+		Epoch:         cfg.Epoch,
+		Segments:      v.segs,
+		Stats:         func() any { return state.snapshot(false) },
+		Observer:      newRequestMetrics(reg),
+		Logger:        log,
 	}); err != nil {
 		return err
 	}

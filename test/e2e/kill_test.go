@@ -23,8 +23,9 @@ func startVendors(t testing.TB, prefix string, n int, env map[string]string) []*
 }
 
 // TestKillNineUnderLoad: three vendors share the queue group under
-// snowflake and segment load; one at a time is killed with SIGKILL and
-// restarted. Requests lost with a killed vendor are counted, not failures.
+// snowflake and segment load, in text and in ranges (segment batches larger
+// than a step too); one at a time is killed with SIGKILL and restarted.
+// Requests lost with a killed vendor are counted, not failures.
 func TestKillNineUnderLoad(t *testing.T) {
 	nats := startNATS(t)
 	env := map[string]string{
@@ -37,6 +38,9 @@ func TestKillNineUnderLoad(t *testing.T) {
 
 	nc := nats.conn(t)
 	sf, seg, stopLoad := startMixedLoad(t, nc, "kill-9", loadSpec{batch: 1000, clients: 3, timeout: 3 * time.Second})
+	sfr, segr := newTally("kill-9 snowflake ranges"), newTally("kill-9 segment ranges")
+	sfrLoad := startLoad(t, nc, sfr, loadSpec{subject: "leaf.snowflake", batch: 10000, ranges: true, clients: 1, timeout: 3 * time.Second})
+	segrLoad := startLoad(t, nc, segr, loadSpec{subject: "leaf.segment.e2e", batch: 25000, ranges: true, clients: 1, timeout: 3 * time.Second})
 
 	target, minKills := scaled(1_000_000), scaled(4)
 	deadline := time.Now().Add(scaled(4 * time.Minute))
@@ -62,7 +66,9 @@ func TestKillNineUnderLoad(t *testing.T) {
 	sf.waitOK(t, 20, 30*time.Second, "after the last restart")
 	seg.waitOK(t, 20, 30*time.Second, "after the last restart")
 	stopLoad()
+	sfrLoad.stop()
+	segrLoad.stop()
 	t.Logf("%d vendors killed with SIGKILL and restarted", kills)
-	sf.check(t)
-	seg.check(t)
+	sf.check(t, sfr)
+	seg.check(t, segr)
 }

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +28,8 @@ type tally struct {
 
 	mu      sync.Mutex
 	ids     []int64
+	runs    []vending.Range   // IDs from replies in the ranges encoding
+	nRuns   int               // how many IDs runs hold
 	ok      int               // replies with IDs
 	errs    map[string]int    // "503", "timeout", "no responders", ...
 	samples map[string]string // the first error message per code
@@ -40,8 +44,60 @@ func newTally(name string) *tally {
 // request sends one request and records what came back. It returns the
 // IDs, or the error code ("" when IDs came back).
 func (tl *tally) request(nc *nats.Conn, subject string, n int, timeout time.Duration) ([]int64, string) {
-	body := []byte(strconv.Itoa(n))
-	msg, err := nc.Request(subject, body, timeout)
+	msg, code := tl.send(nc, nats.NewMsg(subject), n, timeout)
+	if code != "" {
+		return nil, code
+	}
+	ids, err := vending.DecodeText(make([]int64, 0, n), msg.Data)
+	switch {
+	case err != nil:
+		tl.violation("reply does not decode: %v", err)
+		return nil, "bad reply"
+	case len(ids) != n:
+		tl.violation("asked for %d IDs, got %d", n, len(ids))
+	case !slices.IsSorted(ids):
+		tl.violation("IDs not ascending: %v ...", ids[:min(len(ids), 5)])
+	}
+	tl.mu.Lock()
+	tl.ids = append(tl.ids, ids...)
+	tl.ok++
+	tl.mu.Unlock()
+	return ids, ""
+}
+
+// requestRanges asks for n IDs in the ranges encoding and records the runs
+// that came back, without writing out every ID. It returns the error code,
+// "" when IDs came back.
+func (tl *tally) requestRanges(nc *nats.Conn, subject string, n int, timeout time.Duration) string {
+	req := nats.NewMsg(subject)
+	req.Header.Set(vending.EncodingHeader, vending.EncodingRanges)
+	msg, code := tl.send(nc, req, n, timeout)
+	if code != "" {
+		return code
+	}
+	rs, err := vending.DecodeRanges(nil, msg.Data)
+	switch {
+	case err != nil:
+		tl.violation("ranges reply does not decode: %v", err)
+		return "bad reply"
+	case msg.Header.Get(vending.EncodingHeader) != vending.EncodingRanges:
+		tl.violation("ranges reply without %s: %s", vending.EncodingHeader, vending.EncodingRanges)
+	case vending.Count(rs) != int64(n):
+		tl.violation("asked for %d IDs, got %d in %d runs", n, vending.Count(rs), len(rs))
+	}
+	tl.mu.Lock()
+	tl.runs = append(tl.runs, rs...)
+	tl.nRuns += int(vending.Count(rs))
+	tl.ok++
+	tl.mu.Unlock()
+	return ""
+}
+
+// send sends req asking for n IDs and records a failure. It returns the
+// reply, or the error code.
+func (tl *tally) send(nc *nats.Conn, req *nats.Msg, n int, timeout time.Duration) (*nats.Msg, string) {
+	req.Data = []byte(strconv.Itoa(n))
+	msg, err := nc.RequestMsg(req, timeout)
 	if err != nil {
 		code := "transport"
 		switch {
@@ -60,21 +116,7 @@ func (tl *tally) request(nc *nats.Conn, subject string, n int, timeout time.Dura
 		}
 		return nil, code
 	}
-	ids, err := vending.DecodeText(make([]int64, 0, n), msg.Data)
-	switch {
-	case err != nil:
-		tl.violation("reply does not decode: %v", err)
-		return nil, "bad reply"
-	case len(ids) != n:
-		tl.violation("asked for %d IDs, got %d", n, len(ids))
-	case !slices.IsSorted(ids):
-		tl.violation("IDs not ascending: %v ...", ids[:min(len(ids), 5)])
-	}
-	tl.mu.Lock()
-	tl.ids = append(tl.ids, ids...)
-	tl.ok++
-	tl.mu.Unlock()
-	return ids, ""
+	return msg, ""
 }
 
 func (tl *tally) fail(code, msg string) {
@@ -99,7 +141,7 @@ func (tl *tally) violation(format string, a ...any) {
 func (tl *tally) counts() (ids, ok int) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	return len(tl.ids), tl.ok
+	return len(tl.ids) + tl.nRuns, tl.ok
 }
 
 // errors returns how many requests failed with code.
@@ -156,13 +198,17 @@ func (tl *tally) check(t testing.TB, more ...*tally) {
 	t.Helper()
 	all := []*tally{tl}
 	all = append(all, more...)
-	var ids []int64
+	var runs []vending.Range
 	errs := map[string]int{}
 	ok := 0
 	var bad []string
 	for _, x := range all {
 		x.mu.Lock()
-		ids = append(ids, x.ids...)
+		runs = slices.Grow(runs, len(x.ids)+len(x.runs))
+		for _, id := range x.ids {
+			runs = append(runs, vending.Range{First: id, Count: 1})
+		}
+		runs = append(runs, x.runs...)
 		for k, n := range x.errs {
 			errs[k] += n
 		}
@@ -175,12 +221,12 @@ func (tl *tally) check(t testing.TB, more ...*tally) {
 		}
 		x.mu.Unlock()
 	}
-	dups, nonpos := duplicates(ids)
+	ids, dups, ndups, nonpos := overlaps(runs)
 	for _, b := range bad {
 		t.Errorf("%s: %s", tl.name, b)
 	}
-	if len(dups) > 0 {
-		t.Errorf("%s: %d duplicate IDs, e.g. %s", tl.name, len(dups), describe(dups[:min(5, len(dups))]))
+	if ndups > 0 {
+		t.Errorf("%s: %d duplicate IDs, e.g. %s", tl.name, ndups, describe(dups))
 	}
 	if nonpos > 0 {
 		t.Errorf("%s: %d IDs <= 0", tl.name, nonpos)
@@ -189,22 +235,29 @@ func (tl *tally) check(t testing.TB, more ...*tally) {
 		t.Errorf("%s: no request got IDs", tl.name)
 	}
 	report(t, "%s: ids=%d duplicates=%d nonpositive=%d replies=%d errors=%s violations=%d elapsed=%v",
-		tl.name, len(ids), len(dups), nonpos, ok, formatErrs(errs), len(bad), time.Since(tl.start).Round(100*time.Millisecond))
+		tl.name, ids, ndups, nonpos, ok, formatErrs(errs), len(bad), time.Since(tl.start).Round(100*time.Millisecond))
 }
 
-// duplicates returns the IDs seen more than once and the count of IDs <= 0.
-func duplicates(ids []int64) (dups []int64, nonpos int) {
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
-	for i, id := range ids {
-		if id <= 0 {
-			nonpos++
+// overlaps counts the IDs runs hold, the IDs held more than once (with up
+// to five examples) and the IDs <= 0. It sorts runs.
+func overlaps(runs []vending.Range) (ids int64, dups []int64, ndups, nonpos int64) {
+	slices.SortFunc(runs, func(a, b vending.Range) int { return cmp.Compare(a.First, b.First) })
+	last := int64(math.MinInt64) // the highest ID seen so far
+	for _, r := range runs {
+		ids += r.Count
+		if r.First <= 0 {
+			nonpos += min(r.Count, -r.First+1)
 		}
-		if i > 0 && id == ids[i-1] && (len(dups) == 0 || dups[len(dups)-1] != id) {
-			dups = append(dups, id)
+		if r.First <= last {
+			n := min(r.Last(), last) - r.First + 1
+			ndups += n
+			if len(dups) < 5 {
+				dups = append(dups, r.First)
+			}
 		}
+		last = max(last, r.Last())
 	}
-	return dups, nonpos
+	return ids, dups, ndups, nonpos
 }
 
 // describe shows IDs with their snowflake parts, to tell which worker and
@@ -234,6 +287,7 @@ func formatErrs(errs map[string]int) string {
 type loadSpec struct {
 	subject string
 	batch   int
+	ranges  bool // ask for the ranges encoding
 	clients int
 	timeout time.Duration // per request
 	pace    time.Duration // pause after a failed request, to spare the CPU
@@ -257,7 +311,13 @@ func startLoad(t testing.TB, nc *nats.Conn, tl *tally, spec loadSpec) *driver {
 	for range spec.clients {
 		d.wg.Go(func() {
 			for ctx.Err() == nil {
-				if _, code := tl.request(nc, spec.subject, spec.batch, spec.timeout); code != "" {
+				var code string
+				if spec.ranges {
+					code = tl.requestRanges(nc, spec.subject, spec.batch, spec.timeout)
+				} else {
+					_, code = tl.request(nc, spec.subject, spec.batch, spec.timeout)
+				}
+				if code != "" {
 					select {
 					case <-ctx.Done():
 					case <-time.After(spec.pace):

@@ -1,13 +1,18 @@
-// Command idrate measures how many segment-style IDs per second one process
-// gets, with -c goroutines taking one ID per call for -d:
+// Command idrate measures how many segment IDs per second one process
+// gets, with -c goroutines for -d:
 //
-//	idrate -mode prefetch -url nats://127.0.0.1:14222 -tag bench -c 8 -d 5s
-//	idrate -mode nextval  -pg postgres://... -c 8 -d 5s
+//	idrate -mode next    -url nats://... -tag bench -c 1 -d 5s  # vending.Client, prefetched, Next per ID
+//	idrate -mode block   -url nats://... -tag bench -c 8 -d 5s  # prefetched, a Block of -block IDs per goroutine
+//	idrate -mode binary  -url nats://... -tag bench -c 8 -d 5s  # requests of -batch IDs, binary replies
+//	idrate -mode ranges  -url nats://... -tag bench -c 8 -d 5s  # requests of -batch IDs, range replies
+//	idrate -mode nextval -pg postgres://... -c 8 -d 5s          # SELECT nextval() on a sequence
 //
-// prefetch takes IDs through vending.Client's prefetch buffer (one shared
-// Source, as an application would use it); nextval runs SELECT nextval() on
-// a Postgres sequence, prepared, over -c connections: the database doing
-// the same job directly. It prints one JSON object.
+// next and block take IDs through vending.Client's prefetch buffer (one
+// shared Source, as an application would use it); binary and ranges are a
+// remote consumer asking one vendor for IDs and counting what the replies
+// carry (binary: every ID decoded; ranges: the runs, whose IDs a consumer
+// hands out with a Block); nextval is the database doing the job directly.
+// It prints one JSON object.
 package main
 
 import (
@@ -19,19 +24,21 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/vending"
 )
 
 type config struct {
 	mode, url, tag, pg, cpuprofile string
-	conc, prefetch                 int
+	conc, prefetch, batch, block   int
 	d                              time.Duration
 }
 
@@ -47,10 +54,12 @@ type result struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.mode, "mode", "prefetch", "prefetch or nextval")
+	flag.StringVar(&c.mode, "mode", "next", "next, block, binary, ranges or nextval")
 	flag.StringVar(&c.url, "url", nats.DefaultURL, "NATS URL (prefetch)")
 	flag.StringVar(&c.tag, "tag", "bench", "segment tag (prefetch)")
-	flag.IntVar(&c.prefetch, "prefetch", 8*vending.DefaultMaxBatch, "prefetch buffer size, refilled at half (by parallel requests of the max batch)")
+	flag.IntVar(&c.prefetch, "prefetch", 100_000_000, "prefetch buffer size, refilled at half by one ranges request (next, block)")
+	flag.IntVar(&c.block, "block", 4096, "IDs a goroutine reserves at once (block)")
+	flag.IntVar(&c.batch, "batch", vending.DefaultMaxBatch, "IDs per request (binary, ranges)")
 	flag.StringVar(&c.pg, "pg", "", "Postgres DSN (nextval)")
 	flag.IntVar(&c.conc, "c", 8, "goroutines")
 	flag.DurationVar(&c.d, "d", 5*time.Second, "duration")
@@ -66,16 +75,37 @@ func main() {
 	enc.Encode(r)
 }
 
+// take gives a goroutine some IDs: how many, and how many of them did not
+// ascend from the one before (each take is one goroutine's, and keeps its
+// last ID).
+type take func(ctx context.Context) (n, unordered int64, err error)
+
+// ascending counts the IDs that do not ascend.
+type ascending struct{ last int64 }
+
+func (a *ascending) see(id int64) int64 {
+	bad := int64(0)
+	if id <= a.last {
+		bad = 1
+	}
+	a.last = id
+	return bad
+}
+
+// nextBatch is how many IDs a take of the in-process modes hands out: the
+// loop around it and its stop check cost nothing per ID.
+const nextBatch = 1024
+
 func run(c config) (*result, error) {
-	var next func(ctx context.Context) (int64, error)
+	var newTake func() take // one per goroutine
 	switch c.mode {
-	case "prefetch":
+	case "next", "block", "binary", "ranges":
 		nc, err := nats.Connect(c.url, nats.Name("leaf-bench-idrate"))
 		if err != nil {
 			return nil, err
 		}
 		defer nc.Close()
-		client, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: c.prefetch, LowWater: c.prefetch / 2})
+		client, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: c.prefetch, LowWater: c.prefetch / 2, MaxBatch: max(c.batch, vending.DefaultMaxBatch)})
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +114,7 @@ func run(c config) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		next = src.Next
+		newTake = clientTake(c, nc, src)
 	case "nextval":
 		conn, err := pq.NewConnector(c.pg)
 		if err != nil {
@@ -102,17 +132,29 @@ func run(c config) (*result, error) {
 			return nil, err
 		}
 		defer stmt.Close()
-		next = func(ctx context.Context) (id int64, err error) {
-			err = stmt.QueryRowContext(ctx).Scan(&id)
-			return id, err
+		newTake = func() take {
+			var order ascending
+			return func(ctx context.Context) (int64, int64, error) {
+				var id int64
+				if err := stmt.QueryRowContext(ctx).Scan(&id); err != nil {
+					return 0, 0, err
+				}
+				return 1, order.see(id), nil
+			}
 		}
 	default:
-		return nil, fmt.Errorf("-mode %q: use prefetch or nextval", c.mode)
+		return nil, fmt.Errorf("-mode %q: use next, block, binary, ranges or nextval", c.mode)
+	}
+	takes := make([]take, c.conc)
+	for i := range takes {
+		takes[i] = newTake()
 	}
 	// Warm up: the first refill, the connections.
-	for range 2 * c.conc {
-		if _, err := next(context.Background()); err != nil {
-			return nil, err
+	for _, t := range takes {
+		for range 2 {
+			if _, _, err := t(context.Background()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if c.cpuprofile != "" {
@@ -128,26 +170,22 @@ func run(c config) (*result, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.d)
 	defer cancel()
+	// The loop reads a flag, not ctx.Err, which takes a lock: at a few
+	// nanoseconds per ID that would be most of what is measured.
+	var stop atomic.Bool
+	context.AfterFunc(ctx, func() { stop.Store(true) })
 	var ids, errs, unordered atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range c.conc {
+	for _, t := range takes {
 		wg.Go(func() {
-			// Each goroutine checks that its own IDs ascend: a cheap
-			// sign that the buffer hands out each ID once.
-			var n, e, u, last int64
-			for ctx.Err() == nil {
-				id, err := next(ctx)
-				switch {
-				case err != nil && !errors.Is(err, context.DeadlineExceeded):
+			var n, e, u int64
+			for !stop.Load() {
+				k, bad, err := t(ctx)
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 					e++
-				case err == nil:
-					if id <= last {
-						u++
-					}
-					last = id
-					n++
 				}
+				n, u = n+k, u+bad
 			}
 			ids.Add(n)
 			errs.Add(e)
@@ -161,4 +199,107 @@ func run(c config) (*result, error) {
 		IDs: ids.Load(), IDsPerSec: float64(ids.Load()) / el,
 		Errors: errs.Load(), Unordered: unordered.Load(),
 	}, nil
+}
+
+// clientTake returns the takes of the modes that go through NATS.
+func clientTake(c config, nc *nats.Conn, src *vending.Source) func() take {
+	subject := src.Subject()
+	body := []byte(strconv.Itoa(c.batch))
+	switch c.mode {
+	// The in-process modes keep their state in locals while they loop and
+	// store it once per batch: the closures of the goroutines sit side by
+	// side on the heap, and writing them per ID would share cache lines
+	// between cores (false sharing), measuring the machine, not the client.
+	case "next":
+		return func() take {
+			var state ascending
+			return func(ctx context.Context) (int64, int64, error) {
+				order, bad := state, int64(0)
+				defer func() { state = order }()
+				for i := range nextBatch {
+					id, err := src.Next(ctx)
+					if err != nil {
+						return int64(i), bad, err
+					}
+					bad += order.see(id)
+				}
+				return nextBatch, bad, nil
+			}
+		}
+	case "block":
+		return func() take {
+			var state struct {
+				blk   vending.Block
+				order ascending
+			}
+			return func(ctx context.Context) (int64, int64, error) {
+				blk, order, bad := state.blk, state.order, int64(0)
+				defer func() { state.blk, state.order = blk, order }()
+				for i := range nextBatch {
+					id, ok := blk.Next()
+					if !ok {
+						var err error
+						if blk, err = src.Block(ctx, int64(c.block)); err != nil {
+							return int64(i), bad, err
+						}
+						id, _ = blk.Next()
+					}
+					bad += order.see(id)
+				}
+				return nextBatch, bad, nil
+			}
+		}
+	case "binary":
+		return func() take {
+			ids := make([]int64, 0, c.batch)
+			var order ascending
+			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{vending.EncodingHeader: []string{vending.EncodingBinary}}}
+			return func(ctx context.Context) (int64, int64, error) {
+				reply, err := nc.RequestMsgWithContext(ctx, msg)
+				if err == nil {
+					err = replyError(reply)
+				}
+				if err == nil {
+					ids, err = vending.DecodeBinary(ids[:0], reply.Data)
+				}
+				if err != nil || len(ids) == 0 {
+					return 0, 0, fmt.Errorf("binary reply: %w", err)
+				}
+				bad := order.see(ids[0])
+				for _, id := range ids[1:] {
+					bad += order.see(id)
+				}
+				return int64(len(ids)), bad, nil
+			}
+		}
+	default: // ranges
+		return func() take {
+			rs := make([]vending.Range, 0, 4)
+			var order ascending
+			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{vending.EncodingHeader: []string{vending.EncodingRanges}}}
+			return func(ctx context.Context) (int64, int64, error) {
+				reply, err := nc.RequestMsgWithContext(ctx, msg)
+				if err == nil {
+					err = replyError(reply)
+				}
+				if err == nil {
+					rs, err = vending.DecodeRanges(rs[:0], reply.Data)
+				}
+				if err != nil || len(rs) == 0 {
+					return 0, 0, fmt.Errorf("ranges reply: %w", err)
+				}
+				bad := order.see(rs[0].First)
+				order.last = rs[len(rs)-1].Last()
+				return vending.Count(rs), bad, nil
+			}
+		}
+	}
+}
+
+// replyError returns the error a reply carries in its headers, if any.
+func replyError(m *nats.Msg) error {
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return fmt.Errorf("%s %s", code, m.Header.Get(micro.ErrorHeader))
+	}
+	return nil
 }
