@@ -50,13 +50,25 @@ type LeaseConfig struct {
 	// Clock is the generator's clock: timestamps recorded and compared are
 	// in its time (snowflake.SystemClock).
 	Clock snowflake.Clock
-	// First and Last bound the worker IDs Claim tries (0 and 0 mean all,
-	// 0..1023), to split the ID space between clusters.
-	First, Last int
+	// Epoch is the snowflake epoch of the IDs made with the lease
+	// (snowflake.DefaultEpoch). It is recorded with each last timestamp,
+	// and a claim by a holder with a later epoch than the one before waits
+	// longer by the difference: an ID's time bits count from the epoch, and
+	// must pass those of every ID made before.
+	Epoch int64
+	// IDs bounds the worker IDs Claim tries, to split the ID space between
+	// clusters: nil means workerid.AllIDs, workerid.One(id) one ID only.
+	IDs *workerid.Range
 	// MaxWait is how long Claim waits for the clock to pass the previous
 	// holder's last timestamp before giving up (the TTL, at least
 	// workerid.DefaultMaxWait).
 	MaxWait time.Duration
+	// LongestLease is the longest lease an earlier holder may have been
+	// given, when it is longer than the bucket's TTL: the TTL of buckets
+	// that were lost, which other vendors' settings or the cluster
+	// contract tell. Worker IDs with no recorded last timestamp in a
+	// bucket created again are held back at least this long.
+	LongestLease time.Duration
 	// ClockAhead is how far the clocks of other vendors may be ahead of
 	// Clock, as the caller measured them (with a margin). In a timestamp
 	// bucket created less than a TTL ago (a new cluster, or lost JetStream
@@ -74,7 +86,7 @@ type LeaseConfig struct {
 	// every millisecond they can have used, and every claimant, this one
 	// too, waits past that instead of a TTL.
 	NewStore bool
-	// WaitHeld, for a claim of one worker ID (First == Last), waits up to
+	// WaitHeld, for a claim of one worker ID (IDs of size 1), waits up to
 	// the TTL for a lease someone else holds to expire, instead of failing
 	// at once: the stale lease of a process killed before it could release
 	// it. A lease renewed meanwhile fails the claim with ErrHeldByLive.
@@ -100,14 +112,20 @@ func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
 	if c.Clock == nil {
 		c.Clock = snowflake.SystemClock{}
 	}
+	if c.Epoch == 0 {
+		c.Epoch = snowflake.DefaultEpoch
+	}
+	if c.Epoch < 0 {
+		errs = append(errs, fmt.Errorf("epoch %d is negative", c.Epoch))
+	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = max(c.TTL, workerid.DefaultMaxWait)
 	}
-	if c.First == 0 && c.Last == 0 {
-		c.Last = snowflake.MaxWorkerID
+	if c.IDs == nil {
+		c.IDs = &workerid.AllIDs
 	}
-	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
-		errs = append(errs, fmt.Errorf("worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID))
+	if err := c.IDs.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ClockAhead < 0 {
 		c.ClockAhead = 0
@@ -149,19 +167,20 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 			return nil, err
 		}
 	}
-	if c.WaitHeld && c.First == c.Last {
-		return cl.waitHeld(ctx, c.First)
+	ids := *c.IDs
+	if c.WaitHeld && ids.Size() == 1 {
+		return cl.waitHeld(ctx, ids.First)
 	}
 	taken, err := cl.held(ctx)
 	if err != nil {
 		return nil, err
 	}
-	size := c.Last - c.First + 1
+	size := ids.Size()
 	start := rand.IntN(size)
 	var behind error
 	for _, wait := range []time.Duration{0, c.MaxWait} {
 		for i := range size {
-			id := c.First + (start+i)%size
+			id := ids.First + (start+i)%size
 			if taken[id] {
 				continue
 			}
@@ -179,10 +198,10 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 		}
 	}
 	if behind != nil {
-		return nil, fmt.Errorf("kv: no free worker ID in %d..%d whose last timestamp this clock has passed: %w", c.First, c.Last, behind)
+		return nil, fmt.Errorf("kv: no free worker ID in %s whose last timestamp this clock has passed: %w", ids, behind)
 	}
-	return nil, fmt.Errorf("%w (IDs %d..%d, bucket %s); stop some workers or wait %v for dead ones to expire",
-		ErrNoFreeWorkerID, c.First, c.Last, WorkersBucket, cl.ttl)
+	return nil, fmt.Errorf("%w (IDs %s, bucket %s); stop some workers or wait %v for dead ones to expire",
+		ErrNoFreeWorkerID, ids, WorkersBucket, cl.ttl)
 }
 
 // claimer is one Claim's view of the buckets.
@@ -214,15 +233,15 @@ func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*cl
 	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
 	return &claimer{
 		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value,
-		fresh: info.Created.Add(ttl + c.ClockAhead).Sub(now),
+		fresh: info.Created.Add(max(ttl, c.LongestLease) + c.ClockAhead).Sub(now),
 	}, nil
 }
 
 // seed records, for every worker ID of the range with no record, a last
 // timestamp ClockAhead from now (see LeaseConfig.NewStore).
 func (cl *claimer) seed(ctx context.Context) error {
-	v := []byte(strconv.FormatInt(cl.cfg.Clock.Now().Add(cl.cfg.ClockAhead).UnixMilli(), 10))
-	for id := cl.cfg.First; id <= cl.cfg.Last; id++ {
+	v := clockValue(cl.cfg.Clock.Now().Add(cl.cfg.ClockAhead).UnixMilli(), cl.cfg.Epoch)
+	for id := cl.cfg.IDs.First; id <= cl.cfg.IDs.Last; id++ {
 		if _, err := cl.clocks.Create(ctx, leaseKey(id), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("kv: record the last timestamp of worker ID %d in a new store: %w", id, err)
 		}
@@ -253,9 +272,13 @@ func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
 // would outlive it. It fails with jetstream.ErrKeyExists when id is held and
 // workerid.ErrClockBehind when the wait would be longer.
 func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease, error) {
-	last, _, err := readClock(ctx, cl.clocks, id)
+	last, _, err := readClock(ctx, cl.clocks, id, cl.cfg.Epoch)
 	if err != nil {
 		return nil, err
+	}
+	if ahead := time.Duration(last-cl.cfg.Clock.Now().UnixMilli()) * time.Millisecond; ahead > time.Second && ahead <= wait {
+		cl.cfg.Report(fmt.Sprintf("worker ID %d's last timestamp is %v ahead of this clock (an earlier holder's clock ran ahead, or it vended with a later epoch): waiting for it",
+			id, ahead.Round(time.Millisecond)))
 	}
 	if err := workerid.WaitPast(ctx, cl.cfg.Clock, last, wait); err != nil {
 		return nil, fmt.Errorf("worker ID %d: %w", id, err)
@@ -267,7 +290,7 @@ func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease,
 	if err != nil {
 		return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
 	}
-	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, leases: cl.leases, clocks: cl.clocks}
+	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, epoch: cl.cfg.Epoch, leases: cl.leases, clocks: cl.clocks}
 	if err := l.start(ctx, min(cl.cfg.MaxWait, cl.ttl/2), cl.fresh, cl.cfg.Report); err != nil {
 		l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
 		return nil, err

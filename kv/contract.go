@@ -32,9 +32,14 @@ type Contract struct {
 	Layout string `json:"layout"`
 	// WorkerIDs is the range of worker IDs this cluster claims, "0-1023".
 	WorkerIDs string `json:"worker_ids"`
-	// Segments names the segment store: its kind and the identity kept in
-	// the store itself, "postgres:<id>" or "jetstream-kv:<id>".
+	// Segments names the segment store: its kind and identity,
+	// "postgres:<id>" or "jetstream-kv:<id>" (segment.StoreInfo.ID).
 	Segments string `json:"segments"`
+	// LeaseTTL is the longest worker-ID lease a vendor of the cluster may
+	// hold. It is not a term vendors must agree on (the bucket's TTL is the
+	// one in force); a claim in buckets created again after they were lost
+	// waits at least this long for earlier holders to stop.
+	LeaseTTL time.Duration `json:"lease_ttl_ns,omitempty"`
 
 	// By and At say who recorded this version and when; Why, for a change,
 	// what it was for.
@@ -67,32 +72,65 @@ func (c Contract) Diff(wanted Contract) []Difference {
 
 // Contracts is the bucket of the cluster contract.
 type Contracts struct {
-	kv jetstream.KeyValue
+	js       jetstream.JetStream
+	replicas int
+	kv       jetstream.KeyValue
 }
 
 // OpenContracts opens the contract bucket, creating it with replicas copies
 // when it is missing.
 func OpenContracts(ctx context.Context, js jetstream.JetStream, replicas int) (*Contracts, error) {
-	kv, err := openOrCreateSequenced(ctx, js, jetstream.KeyValueConfig{
+	cs := &Contracts{js: js, replicas: max(replicas, 1)}
+	if err := cs.create(ctx); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// FindContracts opens the contract bucket without creating it: ErrNoContract
+// when it is missing.
+func FindContracts(ctx context.Context, js jetstream.JetStream) (*Contracts, error) {
+	kv, err := js.KeyValue(ctx, ClusterBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, ErrNoContract
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv: open bucket %s: %w", ClusterBucket, err)
+	}
+	return &Contracts{js: js, replicas: 1, kv: kv}, nil
+}
+
+func (cs *Contracts) create(ctx context.Context) error {
+	kv, err := openOrCreateSequenced(ctx, cs.js, jetstream.KeyValueConfig{
 		Bucket:      ClusterBucket,
 		Description: "leaf-nats cluster contract: epoch, layout, worker IDs, segment store",
 		History:     10,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
+		Replicas:    cs.replicas,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &Contracts{kv: kv}, nil
+	cs.kv = kv
+	return nil
 }
 
-// Get returns the recorded contract and its revision, or ErrNoContract.
+// Get returns the recorded contract and its revision, or ErrNoContract. A
+// bucket that is gone (deleted, or lost with the NATS store's JetStream
+// state) is created again, empty: ErrNoContract, for the caller to record
+// the contract anew.
 func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
 	e, err := cs.kv.Get(ctx, contractKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Contract{}, 0, ErrNoContract
 	}
 	if err != nil {
+		if _, serr := cs.kv.Status(ctx); bucketGone(serr) {
+			if cerr := cs.create(ctx); cerr != nil {
+				return Contract{}, 0, fmt.Errorf("kv: bucket %s is gone and could not be created again: %w", ClusterBucket, cerr)
+			}
+			return Contract{}, 0, ErrNoContract
+		}
 		return Contract{}, 0, fmt.Errorf("kv: read the cluster contract: %w", err)
 	}
 	var c Contract

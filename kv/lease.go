@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +22,7 @@ type Lease struct {
 	ttl      time.Duration
 	value    []byte
 	clock    snowflake.Clock
+	epoch    int64 // the snowflake epoch of the IDs made with the lease
 
 	leases   jetstream.KeyValue
 	clocks   jetstream.KeyValue
@@ -45,7 +47,7 @@ var _ workerid.Holder = (*Lease)(nil)
 // millisecond fresh from now.
 func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report func(string)) error {
 	for {
-		last, rev, err := readClock(ctx, l.clocks, l.id)
+		last, rev, err := readClock(ctx, l.clocks, l.id, l.epoch)
 		if err != nil {
 			return err
 		}
@@ -95,9 +97,10 @@ func (l *Lease) waitPastRenewing(ctx context.Context, last int64) error {
 	}
 }
 
-// readClock returns worker ID id's last timestamp and its revision (0, 0
+// readClock returns worker ID id's last timestamp, in the Unix ms of a
+// holder with snowflake epoch epoch (see inEpoch), and its revision (0, 0
 // when none was ever recorded).
-func readClock(ctx context.Context, clocks jetstream.KeyValue, id int) (int64, uint64, error) {
+func readClock(ctx context.Context, clocks jetstream.KeyValue, id int, epoch int64) (int64, uint64, error) {
 	e, err := clocks.Get(ctx, leaseKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, nil
@@ -105,12 +108,45 @@ func readClock(ctx context.Context, clocks jetstream.KeyValue, id int) (int64, u
 	if err != nil {
 		return 0, 0, fmt.Errorf("kv: read last timestamp of worker ID %d: %w", id, err)
 	}
-	last, err := strconv.ParseInt(string(e.Value()), 10, 64)
+	last, theirs, err := ParseClock(e.Value())
 	if err != nil {
 		return 0, 0, fmt.Errorf("kv: last timestamp of worker ID %d is corrupt (%q); it must be at least the last Unix ms any holder used: fix it with nats kv put %s %s <ms>",
 			id, e.Value(), ClocksBucket, leaseKey(id))
 	}
-	return last, e.Revision(), nil
+	return inEpoch(last, theirs, epoch), e.Revision(), nil
+}
+
+// ParseClock reads a value of the clocks bucket: the last Unix ms a holder
+// of the worker ID may have used and that holder's snowflake epoch, as
+// "<ms> <epoch>"; a value of only "<ms>" (written by hand) has epoch 0,
+// unknown.
+func ParseClock(v []byte) (ms, epoch int64, err error) {
+	a, b, two := strings.Cut(strings.TrimSpace(string(v)), " ")
+	if ms, err = strconv.ParseInt(a, 10, 64); err == nil && two {
+		epoch, err = strconv.ParseInt(b, 10, 64)
+	}
+	if err == nil && (ms < 0 || epoch < 0) {
+		err = errors.New("negative")
+	}
+	return ms, epoch, err
+}
+
+// clockValue is what the clocks bucket records: ms and the epoch the
+// holder vends with.
+func clockValue(ms, epoch int64) []byte {
+	return []byte(strconv.FormatInt(ms, 10) + " " + strconv.FormatInt(epoch, 10))
+}
+
+// inEpoch converts last, the last Unix ms a holder with epoch theirs may
+// have used, to the Unix ms after which a holder with epoch mine makes only
+// IDs above that holder's: an ID's time bits are its Unix ms less the
+// epoch, so a later epoch must wait longer by the difference. An earlier
+// one, or an unknown theirs (0), waits for last itself.
+func inEpoch(last, theirs, mine int64) int64 {
+	if theirs == 0 || mine <= theirs {
+		return last
+	}
+	return last + (mine - theirs)
 }
 
 // ID returns the worker ID.
@@ -191,7 +227,7 @@ func (l *Lease) renewError(ctx context.Context, err error) error {
 }
 
 func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
-	v := []byte(strconv.FormatInt(ms, 10))
+	v := clockValue(ms, l.epoch)
 	if l.clockRev == 0 {
 		rev, err := l.clocks.Create(ctx, leaseKey(l.id), v)
 		if err != nil {

@@ -111,7 +111,7 @@ func TestAllIDsTakenIsAClearError(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, time.Minute)
-	cfg := LeaseConfig{TTL: time.Minute, First: 1000, Last: 1023}
+	cfg := LeaseConfig{TTL: time.Minute, IDs: ids(1000, 1023)}
 	seen := map[int]bool{}
 	for range 24 {
 		l := claim(t, js, cfg)
@@ -127,11 +127,25 @@ func TestAllIDsTakenIsAClearError(t *testing.T) {
 	t.Logf("error a user sees: %v", err)
 }
 
+// Worker ID 0 alone is one ID, not "all": a second claim of it fails.
+func TestClaimOfWorkerIDZero(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, time.Minute)
+	cfg := LeaseConfig{TTL: time.Minute, IDs: ids(0, 0)}
+	if l := claim(t, js, cfg); l.ID() != 0 {
+		t.Fatalf("claimed worker ID %d of 0-0", l.ID())
+	}
+	if l, err := Claim(context.Background(), js, cfg); !errors.Is(err, ErrNoFreeWorkerID) {
+		t.Fatalf("second claim of 0-0: %v, %v; want ErrNoFreeWorkerID", l, err)
+	}
+}
+
 func TestReleaseFreesIDAtOnce(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, time.Minute)
-	cfg := LeaseConfig{TTL: time.Minute, First: 7, Last: 7}
+	cfg := LeaseConfig{TTL: time.Minute, IDs: ids(7, 7)}
 	l := claim(t, js, cfg)
 	g := leasedGen(t, l, nil)
 	id, err := g.Next()
@@ -147,11 +161,58 @@ func TestReleaseFreesIDAtOnce(t *testing.T) {
 	}
 }
 
+// A worker ID used with one epoch and claimed next with a later one: the
+// later holder's IDs have fewer milliseconds since their epoch, so it waits
+// until its first ID is above every ID the first holder made, without any
+// contract to tell it about the other epoch.
+func TestLaterEpochWaitsPastEarlierIDs(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, time.Minute)
+	const later = 1500 // ms
+	a := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(6, 6)})
+	ga := leasedGen(t, a, nil)
+	var lastA int64
+	for range 1000 {
+		id, err := ga.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastA = id
+	}
+	if err := a.Release(context.Background(), ga.Revoke()); err != nil {
+		t.Fatal(err)
+	}
+	b := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(6, 6), Epoch: snowflake.DefaultEpoch + later})
+	gb, err := snowflake.New(snowflake.Settings{WorkerID: 6, Last: b.Last(), Leased: true, Epoch: snowflake.DefaultEpoch + later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb.Window(b.Deadline())
+	first, err := gb.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first <= lastA {
+		t.Fatalf("the holder with an epoch %d ms later made %d, not above the earlier holder's last ID %d", later, first, lastA)
+	}
+	// And back: an earlier epoch needs no longer wait than the last
+	// timestamp itself.
+	lastB := gb.Revoke()
+	if err := b.Release(context.Background(), lastB); err != nil {
+		t.Fatal(err)
+	}
+	c := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(6, 6)})
+	if c.Last() != lastB {
+		t.Fatalf("an earlier epoch waits for %d, not the later holder's last %d", c.Last(), lastB)
+	}
+}
+
 // A holder that stops renewing loses its ID to the TTL; the next holder, even
 // with a clock two seconds behind, starts after every ID the first one made.
 func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 	s := natstest.Server(t)
-	cfg := LeaseConfig{TTL: 2 * time.Second, First: 3, Last: 3}
+	cfg := LeaseConfig{TTL: 2 * time.Second, IDs: ids(3, 3)}
 	established(t, newJS(t, s), cfg.TTL)
 	a := claim(t, newJS(t, s), cfg)
 	ga := leasedGen(t, a, nil)
@@ -199,7 +260,7 @@ func TestUnreachableKVStopsVendingWithinTTL(t *testing.T) {
 	const ttl = 2 * time.Second
 	established(t, js, ttl)
 	k, err := workerid.Open(workerid.Config{Claim: func(ctx context.Context, r workerid.ClaimRequest) (workerid.Holder, error) {
-		return Claim(ctx, js, LeaseConfig{TTL: ttl, First: r.First, Last: r.Last})
+		return Claim(ctx, js, LeaseConfig{TTL: ttl, IDs: &r.IDs})
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +299,7 @@ func TestRenewNeverRecordsLessThanUsed(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, time.Minute)
-	cfg := LeaseConfig{TTL: time.Minute, First: 9, Last: 9}
+	cfg := LeaseConfig{TTL: time.Minute, IDs: ids(9, 9)}
 	l := claim(t, js, cfg)
 	used := time.Now().Add(2 * time.Minute).UnixMilli() // IDs made before the clock stepped back
 	if _, err := l.Renew(context.Background(), used); err != nil {
@@ -255,8 +316,8 @@ func TestRenewNeverRecordsLessThanUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(e.Value()); got != strconv.FormatInt(used, 10) {
-		t.Fatalf("recorded %s, want %d (the last millisecond used)", got, used)
+	if got, epoch, err := ParseClock(e.Value()); err != nil || got != used || epoch != snowflake.DefaultEpoch {
+		t.Fatalf("recorded %q, want %d (the last millisecond used) and the epoch", e.Value(), used)
 	}
 }
 
@@ -278,7 +339,7 @@ func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, time.Minute)
-	l := claim(t, js, LeaseConfig{TTL: time.Minute, First: 11, Last: 12})
+	l := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(11, 12)})
 	ahead := time.Now().Add(time.Hour).UnixMilli()
 	if _, err := l.Renew(context.Background(), ahead); err != nil {
 		t.Fatal(err)
@@ -287,7 +348,7 @@ func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 10 {
-		l2 := claim(t, js, LeaseConfig{TTL: time.Minute, First: 11, Last: 12})
+		l2 := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(11, 12)})
 		if l2.ID() == l.ID() {
 			t.Fatalf("claimed worker ID %d, whose last timestamp is an hour ahead", l2.ID())
 		}
@@ -296,7 +357,7 @@ func TestClaimSkipsIDsAheadOfTheClock(t *testing.T) {
 		}
 	}
 	// With only that ID left, the claim is refused with the reason.
-	_, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute, First: l.ID(), Last: l.ID()})
+	_, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute, IDs: ids(l.ID(), l.ID())})
 	if !errors.Is(err, workerid.ErrClockBehind) {
 		t.Fatalf("claim of the ID an hour ahead: %v, want ErrClockBehind", err)
 	}
@@ -308,7 +369,7 @@ func TestClaimWaitLongerThanTTL(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, time.Second)
-	cfg := LeaseConfig{TTL: time.Second, First: 4, Last: 4, MaxWait: 5 * time.Second}
+	cfg := LeaseConfig{TTL: time.Second, IDs: ids(4, 4), MaxWait: 5 * time.Second}
 	l := claim(t, js, cfg)
 	ahead := time.Now().Add(2500 * time.Millisecond).UnixMilli()
 	if _, err := l.Renew(context.Background(), ahead); err != nil {
@@ -334,7 +395,7 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, time.Minute)
-	l := claim(t, js, LeaseConfig{TTL: time.Minute, First: 5, Last: 5})
+	l := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(5, 5)})
 	clocks, _ := js.KeyValue(context.Background(), ClocksBucket)
 	if _, err := clocks.Put(context.Background(), leaseKey(5), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))); err != nil {
 		t.Fatal(err)
@@ -343,3 +404,6 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 		t.Fatalf("Renew after the timestamp changed under it: %v, want ErrLeaseLost", err)
 	}
 }
+
+// ids is the worker IDs first..last.
+func ids(first, last int) *workerid.Range { return &workerid.Range{First: first, Last: last} }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ const segmentCallTimeout = 10 * time.Second
 // compare-and-set on the key's revision, retried when another allocator
 // wins, so every segment is handed out once, as with Postgres's row lock.
 type SegmentStore struct {
+	js jetstream.JetStream
 	kv jetstream.KeyValue
 }
 
@@ -81,7 +83,7 @@ func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) 
 	if err != nil {
 		return nil, err
 	}
-	return &SegmentStore{kv: kv}, nil
+	return &SegmentStore{js: js, kv: kv}, nil
 }
 
 // OpenSegmentStore opens the bucket, which must exist: a store the cluster
@@ -92,7 +94,7 @@ func OpenSegmentStore(ctx context.Context, js jetstream.JetStream) (*SegmentStor
 	if err != nil {
 		return nil, fmt.Errorf("kv: open bucket %s: %w", SegmentBucket, err)
 	}
-	return &SegmentStore{kv: kv}, nil
+	return &SegmentStore{js: js, kv: kv}, nil
 }
 
 // get returns tag's row and its revision; a deleted row is unknown.
@@ -204,20 +206,59 @@ func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
 }
 
 // list returns every row, with all the rows of deleted tags too (Retired).
+//
+// A watcher's first pass over the bucket can miss a key that is updated
+// while it runs (each update replaces the key's only message, and the
+// watcher can pass the old one after it is gone and finish before the new
+// one): an allocation racing a list would hide its tag. The stream's
+// subjects, read after the watcher, name every key that existed before the
+// list began; a key the watcher missed is read on its own.
 func (s *SegmentStore) list(ctx context.Context, all bool) ([]segment.Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
+	rows, err := s.watchRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range keys {
+		if _, ok := rows[key]; ok || segment.ValidateTag(key) != nil {
+			continue
+		}
+		r, _, err := s.getAny(ctx, key)
+		if errors.Is(err, segment.ErrUnknownTag) {
+			continue // deleted since
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kv: list rows: %w", err)
+		}
+		rows[key] = r
+	}
+	out := make([]segment.Row, 0, len(rows))
+	for key, r := range rows {
+		if !r.Deleted || all {
+			out = append(out, r.row(key))
+		}
+	}
+	slices.SortFunc(out, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
+	return out, nil
+}
+
+// watchRows returns the rows a watcher's first pass finds, by tag.
+func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, error) {
 	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("kv: list rows: %w", err)
 	}
 	defer w.Stop()
-	var rows []segment.Row
+	rows := map[string]segmentRow{}
 	for {
 		select {
 		case e := <-w.Updates():
-			if e == nil { // every current row has been sent
-				slices.SortFunc(rows, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
+			if e == nil { // the first pass is over
 				return rows, nil
 			}
 			if segment.ValidateTag(e.Key()) != nil {
@@ -227,13 +268,29 @@ func (s *SegmentStore) list(ctx context.Context, all bool) ([]segment.Row, error
 			if err := json.Unmarshal(e.Value(), &r); err != nil {
 				return nil, fmt.Errorf("kv: row %q in bucket %s is not JSON: %w", e.Key(), SegmentBucket, err)
 			}
-			if !r.Deleted || all {
-				rows = append(rows, r.row(e.Key()))
-			}
+			rows[e.Key()] = r
 		case <-ctx.Done():
 			return nil, fmt.Errorf("kv: list rows: %w", ctx.Err())
 		}
 	}
+}
+
+// keys returns every key of the bucket, as the stream's subjects name them.
+func (s *SegmentStore) keys(ctx context.Context) ([]string, error) {
+	stream, err := s.js.Stream(ctx, "KV_"+SegmentBucket)
+	if err != nil {
+		return nil, fmt.Errorf("kv: stream of bucket %s: %w", SegmentBucket, err)
+	}
+	prefix := "$KV." + SegmentBucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("kv: subjects of bucket %s: %w", SegmentBucket, err)
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subject, prefix))
+	}
+	return keys, nil
 }
 
 // Create adds r; a MaxID of 0 starts the tag at 1.
@@ -340,7 +397,18 @@ func (s *SegmentStore) Info(ctx context.Context) (segment.StoreInfo, error) {
 	if err != nil {
 		return segment.StoreInfo{}, fmt.Errorf("kv: identity of bucket %s: %w", SegmentBucket, err)
 	}
-	return segment.StoreInfo{ID: rec.ID, Created: rec.Created, MovedTo: rec.MovedTo, MovedAt: rec.MovedAt}, nil
+	// The key is copied with the data (a stream backup restored, a
+	// mirror); the stream's creation is not, so a copy has an identity of
+	// its own.
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return segment.StoreInfo{}, fmt.Errorf("kv: status of bucket %s: %w", SegmentBucket, err)
+	}
+	id := rec.ID
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		id += "@" + strconv.FormatInt(bs.StreamInfo().Created.UnixNano(), 36)
+	}
+	return segment.StoreInfo{ID: id, Created: rec.Created, MovedTo: rec.MovedTo, MovedAt: rec.MovedAt}, nil
 }
 
 func (s *SegmentStore) record(ctx context.Context) (storeRecord, uint64, error) {

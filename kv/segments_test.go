@@ -3,7 +3,9 @@ package kv_test
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/segmenttest"
 )
 
@@ -54,4 +57,57 @@ func openSegmentStore(t *testing.T, url string) *kv.SegmentStore {
 		t.Fatalf("NewSegmentStore: %v", err)
 	}
 	return s
+}
+
+// A list that runs while other vendors allocate finds every tag: a
+// watcher alone misses a key updated under it (a quarter of the lists did
+// here), which made a tag look unknown (a 404) and let a seal skip it.
+func TestListWhileAllocating(t *testing.T) {
+	s := natstest.Server(t)
+	ctx := context.Background()
+	open := func() *kv.SegmentStore {
+		js, err := jetstream.New(natstest.Conn(t, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.NewSegmentStore(ctx, js, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	for _, tag := range []string{"a", "order", "z"} {
+		if err := st.Create(ctx, segment.Row{Tag: tag, Step: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		alloc := open()
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := alloc.Alloc(ctx, "order", 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 300 {
+		tags, err := st.Tags(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(tags, []string{"a", "order", "z"}) {
+			t.Fatalf("list %d while allocating: %v", i, tags)
+		}
+	}
 }

@@ -22,7 +22,7 @@ func TestBucketsStartTheirRevisionsAtTheirCreation(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	before := uint64(time.Now().UnixMicro())
-	l := claim(t, js, LeaseConfig{TTL: time.Second, First: 1, Last: 1})
+	l := claim(t, js, LeaseConfig{TTL: time.Second, IDs: ids(1, 1)})
 	if l.rev < before || l.clockRev < before {
 		t.Fatalf("revisions %d (lease) and %d (timestamp), want from %d on", l.rev, l.clockRev, before)
 	}
@@ -34,11 +34,43 @@ func TestBucketsStartTheirRevisionsAtTheirCreation(t *testing.T) {
 // after every ID of the old holder, although no timestamp was recorded.
 func TestWipedBucketsLoseLeasesAndNewClaimsWait(t *testing.T) {
 	const ttl = 2 * time.Second
+	var reports []string
+	w := wipeAndReclaim(t, ttl, LeaseConfig{TTL: ttl, IDs: ids(3, 3), Report: func(r string) { reports = append(reports, r) }})
+	if w.waited < ttl {
+		t.Fatalf("the claim in the new buckets returned after %v, before a TTL (%v)", w.waited, ttl)
+	}
+	if len(reports) == 0 || !strings.Contains(reports[0], "no recorded last timestamp") {
+		t.Fatalf("the wait was not reported: %q", reports)
+	}
+}
+
+// The buckets lost, and created again by a claimant configured with a
+// shorter TTL than the old holder's lease: told the longest lease a vendor
+// of the cluster may hold (the contract's, its peers'), it waits that long,
+// not its own TTL.
+func TestWipedBucketsWaitForTheLongestLease(t *testing.T) {
+	const long, short = 3 * time.Second, time.Second
+	w := wipeAndReclaim(t, long, LeaseConfig{TTL: short, IDs: ids(3, 3), LongestLease: long})
+	if w.waited < long {
+		t.Fatalf("the claim waited %v, less than the old holder's lease of %v", w.waited, long)
+	}
+}
+
+// wiped is what wipeAndReclaim saw.
+type wiped struct {
+	waited time.Duration // the new claim's
+}
+
+// wipeAndReclaim has a holder with lease TTL ttl vend on worker ID 3, wipes
+// both buckets under it, and claims worker ID 3 with cfg while the old
+// holder keeps vending until it notices. It fails the test if an ID of the
+// new holder is not after every ID of the old one.
+func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
+	t.Helper()
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, ttl)
-	cfg := LeaseConfig{TTL: ttl, First: 3, Last: 3}
-	a := claim(t, js, cfg)
+	a := claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(3, 3)})
 	ga := leasedGen(t, a, nil)
 	oldRev := a.rev
 
@@ -68,32 +100,27 @@ func TestWipedBucketsLoseLeasesAndNewClaimsWait(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	})
-	var reports []string
 	started := time.Now()
-	b, err := Claim(ctx, newJS(t, s), LeaseConfig{TTL: ttl, First: 3, Last: 3, Report: func(r string) { reports = append(reports, r) }})
+	b, err := Claim(ctx, newJS(t, s), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := time.Since(started)
+	// B vends at once; A vends on until its deadline, which it cannot renew.
+	gb := leasedGen(t, b, nil)
+	idsB, err := gb.NextN(nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(a.Deadline()))
 	if _, err := a.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) {
 		t.Fatalf("old holder's renewal after the wipe: %v, want ErrLeaseLost", err)
 	}
 	ga.Revoke()
 	close(stop)
 	wg.Wait()
-	if waited < ttl {
-		t.Fatalf("the claim in the new buckets returned after %v, before a TTL (%v)", waited, ttl)
-	}
-	if len(reports) == 0 || !strings.Contains(reports[0], "no recorded last timestamp") {
-		t.Fatalf("the wait was not reported: %q", reports)
-	}
 	if b.rev <= oldRev {
 		t.Fatalf("new lease revision %d not above the old holder's %d", b.rev, oldRev)
-	}
-	gb := leasedGen(t, b, nil)
-	idsB, err := gb.NextN(nil, 100)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(idsA) == 0 {
 		t.Fatal("the old holder made no ID")
@@ -101,6 +128,7 @@ func TestWipedBucketsLoseLeasesAndNewClaimsWait(t *testing.T) {
 	if first, last := idsB[0], idsA[len(idsA)-1]; first <= last {
 		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
 	}
+	return wiped{waited: waited}
 }
 
 // A claim in a bucket older than a TTL does not wait for worker IDs it
@@ -114,7 +142,7 @@ func TestUnrecordedIDsInAnOldBucketAreNotHeldBack(t *testing.T) {
 	}
 	time.Sleep(ttl + 200*time.Millisecond) // the bucket comes of age
 	started := time.Now()
-	claim(t, js, LeaseConfig{TTL: ttl, First: 8, Last: 8})
+	claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(8, 8)})
 	if d := time.Since(started); d > ttl/2 {
 		t.Fatalf("claim took %v in an old bucket", d)
 	}
@@ -127,10 +155,10 @@ func TestWaitHeldWaitsForAStaleLease(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, ttl)
-	claim(t, js, LeaseConfig{TTL: ttl, First: 42, Last: 42, Holder: "killed"}) // never renewed
+	claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(42, 42), Holder: "killed"}) // never renewed
 	var reports []string
 	started := time.Now()
-	l, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, First: 42, Last: 42, WaitHeld: true,
+	l, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, IDs: ids(42, 42), WaitHeld: true,
 		Report: func(r string) { reports = append(reports, r) }})
 	if err != nil {
 		t.Fatalf("claim after a stale lease: %v", err)
@@ -142,7 +170,7 @@ func TestWaitHeldWaitsForAStaleLease(t *testing.T) {
 		t.Fatalf("reports %q", reports)
 	}
 	// Without WaitHeld, the held ID fails at once.
-	_, err = Claim(context.Background(), js, LeaseConfig{TTL: ttl, First: 42, Last: 42})
+	_, err = Claim(context.Background(), js, LeaseConfig{TTL: ttl, IDs: ids(42, 42)})
 	if !errors.Is(err, ErrNoFreeWorkerID) {
 		t.Fatalf("claim of a held ID: %v, want ErrNoFreeWorkerID", err)
 	}
@@ -155,7 +183,7 @@ func TestWaitHeldFailsWhenTheHolderRenews(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	established(t, js, ttl)
-	live := claim(t, js, LeaseConfig{TTL: ttl, First: 42, Last: 42, Holder: "alive"})
+	live := claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(42, 42), Holder: "alive"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -165,7 +193,7 @@ func TestWaitHeldFailsWhenTheHolderRenews(t *testing.T) {
 		}
 	}()
 	started := time.Now()
-	_, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, First: 42, Last: 42, WaitHeld: true})
+	_, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, IDs: ids(42, 42), WaitHeld: true})
 	if !errors.Is(err, ErrHeldByLive) || !strings.Contains(err.Error(), `"alive"`) {
 		t.Fatalf("claim of a live holder's ID: %v, want ErrHeldByLive naming it", err)
 	}

@@ -35,9 +35,12 @@ type Row struct {
 
 // StoreInfo is what a store says of itself.
 type StoreInfo struct {
-	// ID is the store's identity, random and kept in the store itself
-	// (a row of Postgres, a key of the KV bucket), so that two stores,
-	// say two databases, are told apart.
+	// ID is the store's identity: a random value kept in the store itself
+	// (a row of Postgres, a key of the KV bucket), so that two stores, say
+	// two databases, are told apart, and where this copy of it lives (the
+	// Postgres system, database and table; the stream's creation), so that
+	// a copy (a restored backup, a cloned database) is told apart from its
+	// original.
 	ID      string
 	Created time.Time
 	// MovedTo names the store its segments were moved to, once they were

@@ -83,8 +83,8 @@ func Code(err error) int {
 		return CodeBadRequest
 	case errors.Is(err, segment.ErrUnknownTag):
 		return CodeNotFound
-	case errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards), errors.Is(err, snowflake.ErrTimeOverflow),
-		errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards),
+		errors.Is(err, snowflake.ErrTimeOverflow), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved):
 		return CodeUnavailable
 	default:
 		return CodeInternal

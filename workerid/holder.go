@@ -23,6 +23,34 @@ var (
 // an old holder whose clock ran ahead) is waited out, a larger gap refused.
 const DefaultMaxWait = 10 * time.Second
 
+// Range is the worker IDs First through Last, both included. Range{0, 0}
+// is worker ID 0 alone: configurations take a *Range, nil for AllIDs.
+type Range struct {
+	First, Last int
+}
+
+// AllIDs is every worker ID.
+var AllIDs = Range{0, snowflake.MaxWorkerID}
+
+// One is the range of worker ID id alone.
+func One(id int) Range { return Range{id, id} }
+
+// Size returns how many worker IDs r holds.
+func (r Range) Size() int { return r.Last - r.First + 1 }
+
+// Contains reports whether id is in r.
+func (r Range) Contains(id int) bool { return r.First <= id && id <= r.Last }
+
+func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+
+// Check returns an error unless r is a non-empty range within AllIDs.
+func (r Range) Check() error {
+	if r.First < 0 || r.Last > snowflake.MaxWorkerID || r.First > r.Last {
+		return fmt.Errorf("worker ID range %s is not within %s", r, AllIDs)
+	}
+	return nil
+}
+
 // Holder is a hold on one worker ID: a lease in NATS KV (kv.Lease), a local
 // timestamp file (FileHolder), or both.
 type Holder interface {

@@ -39,9 +39,8 @@ type Config struct {
 	// marked with Permanent ends the Keeper if no worker ID was ever held;
 	// every other error is retried with backoff.
 	Claim func(ctx context.Context, r ClaimRequest) (Holder, error)
-	// First and Last bound the worker IDs claimed; 0 and 0 mean all,
-	// 0..snowflake.MaxWorkerID.
-	First, Last int
+	// IDs bounds the worker IDs claimed; nil means AllIDs.
+	IDs *Range
 	// Static, when set, pins one worker ID (Leaf's local mode) instead of
 	// claiming any free one.
 	Static *Static
@@ -62,9 +61,8 @@ type Config struct {
 
 // ClaimRequest is what the Keeper asks Config.Claim for.
 type ClaimRequest struct {
-	// First and Last bound the worker IDs to claim (equal for a static
-	// worker ID).
-	First, Last int
+	// IDs bounds the worker IDs to claim: One(id) for a static worker ID.
+	IDs Range
 	// Report tells the Keeper, in a sentence for people, why the claim
 	// is waiting; Status shows it until the claim ends.
 	Report func(string)
@@ -83,11 +81,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Claim == nil {
 		errs = append(errs, errors.New("Claim is nil; pass a function that claims worker IDs (kv.Claim)"))
 	}
-	if c.First == 0 && c.Last == 0 {
-		c.Last = snowflake.MaxWorkerID
+	if c.IDs == nil {
+		c.IDs = &AllIDs
 	}
-	if c.First < 0 || c.Last > snowflake.MaxWorkerID || c.First > c.Last {
-		errs = append(errs, fmt.Errorf("worker ID range %d..%d is not within 0..%d", c.First, c.Last, snowflake.MaxWorkerID))
+	if err := c.IDs.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if s := c.Static; s != nil {
 		if s.ID < 0 || s.ID > snowflake.MaxWorkerID {
@@ -262,7 +260,6 @@ func (k *Keeper) claimRetrying(ctx context.Context) (*snowflake.Generator, Holde
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		g, h, every, err := k.claim(ctx)
 		if err == nil {
-			k.setLastErr(nil)
 			k.report("")
 			return g, h, every, nil
 		}
@@ -302,17 +299,21 @@ func (k *Keeper) claim(ctx context.Context) (*snowflake.Generator, Holder, time.
 		if err := WaitPast(ctx, clock, fh.Last(), DefaultMaxWait); err != nil {
 			return nil, nil, 0, Permanent(fmt.Errorf("static worker ID %d (timestamp file %s): %w", s.ID, s.File, err))
 		}
-		l, err := k.cfg.Claim(ctx, ClaimRequest{First: s.ID, Last: s.ID, Report: k.report})
+		l, err := k.cfg.Claim(ctx, ClaimRequest{IDs: One(s.ID), Report: k.report})
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		h = both{fh, l}
 	} else {
-		l, err := k.cfg.Claim(ctx, ClaimRequest{First: k.cfg.First, Last: k.cfg.Last, Report: k.report})
+		l, err := k.cfg.Claim(ctx, ClaimRequest{IDs: *k.cfg.IDs, Report: k.report})
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		h = l
+	}
+	if err := held(h, k.cfg); err != nil {
+		k.releaseUnused(ctx, h)
+		return nil, nil, 0, Permanent(err)
 	}
 	k.report("")
 	settings := k.cfg.Generator
@@ -328,19 +329,39 @@ func (k *Keeper) claim(ctx context.Context) (*snowflake.Generator, Holder, time.
 			g.Window(deadline)
 			k.deadline.Store(deadline.UnixNano())
 			k.setInfo(Info{ID: h.ID(), Mode: mode, Where: h.Where(), PrevLast: h.Last(), Claimed: time.Now().UTC()})
+			k.setLastErr(nil) // before anyone sees the claim: Status never shows both
 			k.install(g)
 			k.log.Info("worker ID claimed", "worker_id", h.ID(), "mode", mode, "where", h.Where(), "previous_last_ms", h.Last())
 			k.markClaimed()
 			return g, h, renewInterval(deadline.Sub(renewed)), nil
 		}
 	}
-	// The hold is of no use: free the worker ID for someone else.
+	k.releaseUnused(ctx, h)
+	return nil, nil, 0, err
+}
+
+// held checks that the holder holds the worker ID the configuration asks
+// for: a Claim that returned another would vend IDs someone else makes.
+func held(h Holder, c Config) error {
+	if b, ok := h.(both); ok && b.a.ID() != b.b.ID() {
+		return fmt.Errorf("static worker ID %d: %s holds worker ID %d instead (a bug)", b.a.ID(), b.b.Where(), b.b.ID())
+	}
+	if s := c.Static; s != nil && h.ID() != s.ID {
+		return fmt.Errorf("static worker ID %d: the claim returned worker ID %d (a bug)", s.ID, h.ID())
+	}
+	if c.Static == nil && !c.IDs.Contains(h.ID()) {
+		return fmt.Errorf("the claim returned worker ID %d, outside the range %s (a bug)", h.ID(), c.IDs)
+	}
+	return nil
+}
+
+// release frees a worker ID whose hold is of no use, for someone else.
+func (k *Keeper) releaseUnused(ctx context.Context, h Holder) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if rerr := h.Release(rctx, h.Last()); rerr != nil {
-		k.log.Warn("releasing a worker ID after a failed start", "worker_id", h.ID(), "err", rerr)
+	if err := h.Release(rctx, h.Last()); err != nil {
+		k.log.Warn("releasing a worker ID after a failed start", "worker_id", h.ID(), "err", err)
 	}
-	return nil, nil, 0, err
 }
 
 // renewInterval renews three times per hold: a renewal may fail twice and

@@ -247,11 +247,11 @@ func TestKeeperGivesUpOnAPermanentError(t *testing.T) {
 }
 
 func TestConfigNamesEveryBadField(t *testing.T) {
-	_, err := Open(Config{First: 5, Last: 2, Static: &Static{ID: 2000}})
+	_, err := Open(Config{IDs: &Range{First: 5, Last: 2}, Static: &Static{ID: 2000}})
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
-	for _, want := range []string{"Claim is nil", "range 5..2", "static worker ID 2000", "no timestamp file"} {
+	for _, want := range []string{"Claim is nil", "range 5-2", "static worker ID 2000", "no timestamp file"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

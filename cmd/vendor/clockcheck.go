@@ -41,40 +41,61 @@ func (s clockSample) String() string {
 
 // sampleClocks asks the NATS server (the time stamp of a JetStream stream
 // info) and every live vendor but self ($SRV.STATS.leaf: the "now" of its
-// status, taken from its snowflake clock) for their time.
-func sampleClocks(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, clock snowflake.Clock, self string) ([]clockSample, error) {
+// status, taken from its snowflake clock) for their time. It returns the
+// vendors' statuses too.
+func sampleClocks(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, clock snowflake.Clock, self string) ([]clockSample, []status, error) {
 	var samples []clockSample
 	if offset, rtt, err := kv.ServerClock(ctx, js, clock); err == nil {
 		samples = append(samples, clockSample{"the NATS server", offset, rtt})
 	}
+	replies, err := liveVendors(ctx, nc, clock, self)
+	var peers []status
+	for _, r := range replies {
+		rtt := r.arrived.Sub(r.sent)
+		samples = append(samples, clockSample{"vendor " + r.st.Instance, r.st.Now.Sub(r.sent.Add(rtt / 2)), rtt})
+		peers = append(peers, r.st)
+	}
+	return samples, peers, err
+}
+
+// peerReply is a live vendor's status, and when it was asked and answered
+// by clock.
+type peerReply struct {
+	st            status
+	sent, arrived time.Time
+}
+
+// liveVendors asks every live vendor but self for its status
+// ($SRV.STATS.leaf), and gathers the replies that come within peerWait.
+func liveVendors(ctx context.Context, nc *nats.Conn, clock snowflake.Clock, self string) ([]peerReply, error) {
 	subject, err := micro.ControlSubject(micro.StatsVerb, vending.ServiceName, "")
 	if err != nil {
-		return samples, err
+		return nil, err
 	}
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return samples, err
+		return nil, err
 	}
 	defer sub.Unsubscribe()
 	sent := clock.Now()
 	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return samples, err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, peerWait)
 	defer cancel()
+	var replies []peerReply
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return samples, nil // the deadline: everyone who answers in time has
+			return replies, nil // the deadline: everyone who answers in time has
 		}
 		arrived := clock.Now()
 		st, ok := peerStatus(msg.Data)
 		if !ok || st.Instance == self || st.Now.IsZero() {
 			continue
 		}
-		rtt := arrived.Sub(sent)
-		samples = append(samples, clockSample{"vendor " + st.Instance, st.Now.Sub(sent.Add(rtt / 2)), rtt})
+		replies = append(replies, peerReply{st, sent, arrived})
 	}
 }
 

@@ -153,7 +153,7 @@ func clusterShow(ctx context.Context, cfg Config, w io.Writer) error {
 		fmt.Fprintf(tw, "  why\t%s\n", rec.Why)
 	}
 	if ttl, err := leaseTTL(ctx, a.js); err == nil {
-		fmt.Fprintf(tw, "  lease TTL\t%v (bucket %s)\n", ttl, kv.WorkersBucket)
+		fmt.Fprintf(tw, "  lease TTL\t%v (bucket %s; the longest any vendor may hold: %v)\n", ttl, kv.WorkersBucket, rec.LeaseTTL)
 	}
 	if end, err := timeRunsOut(rec.Epoch); err == nil {
 		fmt.Fprintf(tw, "  time bits run out\t%s\n", end.Format(time.DateOnly))
@@ -163,6 +163,10 @@ func clusterShow(ctx context.Context, cfg Config, w io.Writer) error {
 	if st, closeStore, err := openStore(ctx, cfg, a.js, false); err == nil {
 		if info, err := st.Info(ctx); err == nil {
 			want.Segments = storeName(cfg.storeKind(), info)
+			if info.MovedTo != "" && want.Segments == rec.Segments {
+				fmt.Fprintf(w, "the contract's store is sealed for a move to %s since %s, but the contract still names it: a vendor cluster move-segments was interrupted (or is running); run it again to finish the move\n",
+					info.MovedTo, info.MovedAt.Format(time.RFC3339))
+			}
 		}
 		closeStore()
 	}
@@ -223,6 +227,11 @@ func moveSegments(ctx context.Context, cfg Config, from string, lost bool, why s
 		fmt.Fprintf(w, "the cluster's segments are in %s already\n", toName)
 		return nil
 	}
+	if lost {
+		if err := stillThere(ctx, a, cfg, rec.Segments, from); err != nil {
+			return err
+		}
+	}
 	moved := 0
 	if !lost {
 		if moved, err = carryOver(ctx, a, cfg, rec.Segments, from, to, toName, w); err != nil {
@@ -255,10 +264,27 @@ func moveSegments(ctx context.Context, cfg Config, from string, lost bool, why s
 	return nil
 }
 
-// carryOver seals the contract's store (named recorded), opened from from,
-// and raises every tag of to to where it was; it returns how many rows it
-// carried.
-func carryOver(ctx context.Context, a *admin, cfg Config, recorded, from string, to tagStore, toName string, w io.Writer) (int, error) {
+// stillThere refuses -lost for a contract's store that can be reached: its
+// max_ids can be carried over, and must be.
+func stillThere(ctx context.Context, a *admin, cfg Config, recorded, from string) error {
+	src, err := sourceConfig(cfg, recorded, from)
+	if err != nil {
+		return nil // no way to reach it named: take -lost at its word
+	}
+	old, closeOld, err := openStore(ctx, src, a.js, false)
+	if err != nil {
+		return nil
+	}
+	defer closeOld()
+	if info, err := old.Info(ctx); err == nil && storeName(src.storeKind(), info) == recorded {
+		return fmt.Errorf("the contract's store %s is not lost: it answers, and its tags' max_ids must be carried over; move without -lost", recorded)
+	}
+	return nil
+}
+
+// sourceConfig is cfg pointed at the contract's store, recorded, as -from
+// names it.
+func sourceConfig(cfg Config, recorded, from string) (Config, error) {
 	kind, _, _ := strings.Cut(recorded, ":")
 	src := cfg
 	switch {
@@ -267,9 +293,20 @@ func carryOver(ctx context.Context, a *admin, cfg Config, recorded, from string,
 	case strings.HasPrefix(from, "postgres://"), strings.HasPrefix(from, "postgresql://"), strings.Contains(from, "="):
 		src.PostgresURL = from
 	case from == "":
-		return 0, usagef("the contract's store is %s: give its URL with -from postgres://...", recorded)
+		return src, usagef("the contract's store is %s: give its URL with -from postgres://...", recorded)
 	default:
-		return 0, usagef("-from %q: want kv or a Postgres URL", from)
+		return src, usagef("-from %q: want kv or a Postgres URL", from)
+	}
+	return src, nil
+}
+
+// carryOver seals the contract's store (named recorded), opened from from,
+// and raises every tag of to to where it was; it returns how many rows it
+// carried.
+func carryOver(ctx context.Context, a *admin, cfg Config, recorded, from string, to tagStore, toName string, w io.Writer) (int, error) {
+	src, err := sourceConfig(cfg, recorded, from)
+	if err != nil {
+		return 0, err
 	}
 	old, closeOld, err := openStore(ctx, src, a.js, false)
 	if err != nil {
@@ -329,7 +366,7 @@ func clusterSet(ctx context.Context, cfg Config, epoch int64, workerIDs, why str
 		next.Epoch = epoch
 	}
 	if workerIDs != "" {
-		if _, _, err := (Config{WorkerIDRange: workerIDs}).workerIDRange(); err != nil {
+		if _, err := (Config{WorkerIDRange: workerIDs}).workerIDRange(); err != nil {
 			return usagef("-worker-ids: %v", err)
 		}
 		next.WorkerIDs = workerIDs
@@ -367,6 +404,16 @@ func setLeaseTTL(ctx context.Context, cfg Config, ttl time.Duration, w io.Writer
 	was := sc.MaxAge
 	sc.MaxAge = ttl
 	sc.Duplicates = min(2*time.Minute, ttl)
+	// The contract keeps the longest lease any vendor may still hold: a
+	// claim in buckets created again after a loss waits that long.
+	cs, rec, rev, err := a.contract(ctx)
+	if err == nil && ttl > rec.LeaseTTL {
+		next := rec
+		next.LeaseTTL, next.By, next.At, next.Why = ttl, instanceName(), time.Now().UTC(), "lease TTL "+ttl.String()
+		if _, err := cs.Replace(ctx, next, rev); err != nil {
+			return fmt.Errorf("record the lease TTL in the cluster contract (run the command again): %w", err)
+		}
+	}
 	if _, err := a.js.UpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("change the TTL of bucket %s: %w", kv.WorkersBucket, err)
 	}

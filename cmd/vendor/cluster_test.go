@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -154,3 +158,99 @@ func TestClusterSet(t *testing.T) {
 
 // squash collapses runs of spaces, as a table pads them.
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// A move interrupted after the old store was sealed, before the contract
+// names the new one: the vendor on the old store refuses segment requests
+// with a 503 that says to run the move again, keeps serving snowflake IDs,
+// and `cluster show` says the same; the move run again finishes.
+func TestInterruptedMove(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_POSTGRES_URL", "")
+	stop, logs := startVendor(t, nil)
+	if code, out := command(t, "tags", "add", "order", "-step", "10"); code != 0 {
+		t.Fatalf("tags add: %d %s", code, out)
+	}
+	handed := segmentIDs(t, nc, "order", 25)
+
+	// The move's first half: seal the KV store toward the Postgres one.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := kv.OpenSegmentStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := pgstore.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	pgInfo, err := pg.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Seal(ctx, storeName(kindPostgres, pgInfo)); err != nil {
+		t.Fatal(err)
+	}
+	// IDs already loaded are served (the move carries their max_id over);
+	// then the sealed store refuses more, and the guard says what to do.
+	eventually(t, 15*time.Second, "segment requests refused, saying to run the move again", func() bool {
+		msg, err := nc.Request("leaf.segment.order", []byte("5"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids, err := vending.DecodeText(nil, msg.Data); err == nil {
+			handed = append(handed, ids...)
+			return false
+		}
+		return msg.Header.Get(micro.ErrorCodeHeader) == "503" &&
+			strings.Contains(msg.Header.Get(micro.ErrorHeader), "was interrupted or is running; run it again")
+	})
+	if msg, err := nc.Request("leaf.snowflake", nil, 5*time.Second); err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("snowflake during the interrupted move: %v %v", msg, err)
+	}
+	if code, out := command(t, "cluster", "show"); code != 0 || !strings.Contains(out, "was interrupted (or is running); run it again") {
+		t.Fatalf("cluster show: exit %d:\n%s", code, out)
+	}
+	t.Setenv("LEAF_POSTGRES_URL", dsn)
+	if code, out := command(t, "cluster", "move-segments"); code != 0 || !strings.Contains(out, "moved 1 tags") {
+		t.Fatalf("move-segments again: exit %d:\n%s", code, out)
+	}
+	if code := waitExit(t, stop, logs, "were moved to postgres:"); code != 1 {
+		t.Fatalf("the vendor on the old store exited %d, want 1", code)
+	}
+	startVendor(t, nil)
+	if moved := segmentIDs(t, nc, "order", 25); moved[0] <= slices.Max(handed) {
+		t.Fatalf("after the move the tag restarted at %d, below %d handed out before", moved[0], slices.Max(handed))
+	}
+}
+
+// -lost is refused for a store that answers: its max_ids must be carried.
+func TestMoveLostRefusesAStoreThatAnswers(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := natstest.Server(t)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_POSTGRES_URL", "")
+	startVendor(t, nil)
+	t.Setenv("LEAF_POSTGRES_URL", dsn)
+	if code, out := command(t, "cluster", "move-segments", "-lost"); code != 1 || !strings.Contains(out, "is not lost: it answers") {
+		t.Fatalf("move-segments -lost from a live KV store: exit %d:\n%s", code, out)
+	}
+}
+
+// eventually waits up to timeout for cond, failing the test with what.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

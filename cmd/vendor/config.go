@@ -18,6 +18,7 @@ import (
 	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 // Config is the vendor's configuration, read from LEAF_* variables. Every
@@ -85,13 +86,13 @@ func kindOf(typeName string) string {
 // validate checks everything that can be checked before connecting.
 func (c Config) validate() error {
 	var errs []error
-	first, last, err := c.workerIDRange()
+	ids, err := c.workerIDRange()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if id, err := c.staticWorkerID(); err != nil {
 		errs = append(errs, err)
-	} else if id >= 0 && first <= last && (id < first || id > last) {
+	} else if id >= 0 && ids.Check() == nil && !ids.Contains(id) {
 		errs = append(errs, fmt.Errorf("LEAF_WORKER_ID %d is outside LEAF_WORKER_ID_RANGE %s: pin an ID of the range", id, c.WorkerIDRange))
 	}
 	if c.ClockMaxSkew < 0 || c.ClockMaxSkew > time.Minute {
@@ -122,8 +123,8 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("LEAF_POSTGRES_URL: %w", err))
 		}
 	}
-	if c.Epoch < 0 || c.Epoch > time.Now().UnixMilli() {
-		errs = append(errs, fmt.Errorf("LEAF_EPOCH %d: want Unix milliseconds in the past", c.Epoch))
+	if c.Epoch <= 0 || c.Epoch > time.Now().UnixMilli() {
+		errs = append(errs, fmt.Errorf("LEAF_EPOCH %d: want Unix milliseconds after 1970 and in the past, such as %d (the default, Leaf's)", c.Epoch, snowflake.DefaultEpoch))
 	}
 	if c.ClockTolerance < 0 || c.ClockTolerance > time.Second {
 		errs = append(errs, fmt.Errorf("LEAF_CLOCK_TOLERANCE %v: want 0..1s", c.ClockTolerance))
@@ -145,14 +146,15 @@ func (c Config) validate() error {
 }
 
 // workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last".
-func (c Config) workerIDRange() (first, last int, err error) {
+func (c Config) workerIDRange() (workerid.Range, error) {
 	a, b, ok := strings.Cut(strings.TrimSpace(c.WorkerIDRange), "-")
 	first, ferr := strconv.Atoi(strings.TrimSpace(a))
 	last, lerr := strconv.Atoi(strings.TrimSpace(b))
-	if !ok || ferr != nil || lerr != nil || first < 0 || last > snowflake.MaxWorkerID || first > last {
-		return 0, -1, fmt.Errorf("LEAF_WORKER_ID_RANGE %q: want first-last within 0-%d, such as 0-511", c.WorkerIDRange, snowflake.MaxWorkerID)
+	r := workerid.Range{First: first, Last: last}
+	if !ok || ferr != nil || lerr != nil || r.Check() != nil {
+		return workerid.Range{First: 0, Last: -1}, fmt.Errorf("LEAF_WORKER_ID_RANGE %q: want first-last within %s, such as 0-511", c.WorkerIDRange, workerid.AllIDs)
 	}
-	return first, last, nil
+	return r, nil
 }
 
 // staticWorkerID returns the pinned worker ID, or -1 when unset.

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/vending"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 // syncBuffer is a bytes.Buffer safe for the vendor's log writer and the test.
@@ -74,6 +77,7 @@ func TestBadConfigurationIsRejected(t *testing.T) {
 		{"LEAF_LOG_FORMAT", "xml", "LEAF_LOG_FORMAT"},
 		{"LEAF_SUBJECT_PREFIX", "leaf.*", "LEAF_SUBJECT_PREFIX"},
 		{"LEAF_EPOCH", "99999999999999", "LEAF_EPOCH"},
+		{"LEAF_EPOCH", "0", "LEAF_EPOCH 0: want Unix milliseconds after 1970"},
 	} {
 		t.Run(tc.env+"="+tc.val, func(t *testing.T) {
 			t.Setenv(tc.env, tc.val)
@@ -247,23 +251,93 @@ func TestJSONLogsOneLinePerLifecycleEvent(t *testing.T) {
 }
 
 // A static worker ID is leased in KV too: no leased worker and no second
-// static vendor can take it while it runs.
+// static vendor can take it while it runs. Worker ID 0 is an ID like any
+// other, not "any ID".
 func TestStaticWorkerIDIsLeasedInKV(t *testing.T) {
+	for _, id := range []int{42, 0} {
+		t.Run(strconv.Itoa(id), func(t *testing.T) {
+			s := natstest.Server(t)
+			env := map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_WORKER_ID": strconv.Itoa(id), "LEAF_NATS_STORE_DIR": t.TempDir()}
+			startVendor(t, env)
+			js, err := jetstream.New(natstest.Conn(t, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases := workerLeases(t, js)
+			if len(leases) != 1 || leases[0] != id {
+				t.Fatalf("leases held: %v, want only worker ID %d", leases, id)
+			}
+			if got := decodeWorker(t, s); got != id {
+				t.Fatalf("the vendor pinned to %d makes IDs of worker %d", id, got)
+			}
+			if _, err := kv.Claim(context.Background(), js, kv.LeaseConfig{TTL: 30 * time.Second, IDs: &workerid.Range{First: id, Last: id}}); !errors.Is(err, kv.ErrNoFreeWorkerID) {
+				t.Fatalf("a leased claim of the static ID: %v, want ErrNoFreeWorkerID", err)
+			}
+			t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+			var out syncBuffer
+			if code := run(context.Background(), nil, &out, &out); code != 1 || !strings.Contains(out.String(), fmt.Sprintf("LEAF_WORKER_ID %d is held by another live worker", id)) {
+				t.Fatalf("a second vendor pinned to %d: exit %d:\n%s", id, code, out.String())
+			}
+		})
+	}
+}
+
+// LEAF_WORKER_ID_RANGE=0-0 is worker ID 0 alone.
+func TestWorkerIDRangeOfOne(t *testing.T) {
 	s := natstest.Server(t)
-	env := map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_WORKER_ID": "42", "LEAF_NATS_STORE_DIR": t.TempDir()}
-	startVendor(t, env)
+	startVendor(t, map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_WORKER_ID_RANGE": "0-0", "LEAF_NATS_STORE_DIR": t.TempDir()})
 	js, err := jetstream.New(natstest.Conn(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Claim(context.Background(), js, kv.LeaseConfig{TTL: 30 * time.Second, First: 42, Last: 42}); !errors.Is(err, kv.ErrNoFreeWorkerID) {
-		t.Fatalf("a leased claim of the static ID: %v, want ErrNoFreeWorkerID", err)
+	if leases := workerLeases(t, js); len(leases) != 1 || leases[0] != 0 {
+		t.Fatalf("leases held: %v, want only worker ID 0", leases)
 	}
-	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
-	var out syncBuffer
-	if code := run(context.Background(), nil, &out, &out); code != 1 || !strings.Contains(out.String(), "LEAF_WORKER_ID 42 is held by another live worker") {
-		t.Fatalf("a second vendor pinned to 42: exit %d:\n%s", code, out.String())
+	if got := decodeWorker(t, s); got != 0 {
+		t.Fatalf("IDs of worker %d, want 0", got)
 	}
+}
+
+// workerLeases returns the worker IDs leased in bucket leaf_workers.
+func workerLeases(t *testing.T, js jetstream.JetStream) []int {
+	t.Helper()
+	b, err := js.KeyValue(context.Background(), kv.WorkersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := b.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for k := range keys.Keys() {
+		id, err := strconv.Atoi(strings.TrimPrefix(k, "worker."))
+		if err != nil {
+			t.Fatalf("key %q in %s", k, kv.WorkersBucket)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// decodeWorker takes a snowflake ID from the vendor and returns its worker
+// ID, as the vendor's decode endpoint reads it.
+func decodeWorker(t *testing.T, s *server.Server) int {
+	t.Helper()
+	nc := natstest.Conn(t, s)
+	msg, err := nc.Request("leaf.snowflake", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err = nc.Request("leaf.snowflake.decode", msg.Data, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d vending.Decoded
+	if err := json.Unmarshal(msg.Data, &d); err != nil {
+		t.Fatalf("decode reply %q: %v", msg.Data, err)
+	}
+	return d.WorkerID
 }
 
 // The tag commands against the embedded store of a stopped vendor, as a

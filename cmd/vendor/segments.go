@@ -9,6 +9,8 @@ import (
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/pgstore"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 // tagStore is a segment store the vendor can allocate from and manage: the
@@ -120,4 +122,19 @@ func (s *segments) TakeRanges(ctx context.Context, tag string, dst []segment.Ran
 func (s *segments) Close() {
 	s.alloc.Close()
 	s.close()
+}
+
+// guardedSnowflake serves snowflake IDs past the contract guard's gate
+// (vending.Snowflake): a vendor that cannot be sure its IDs are its own
+// answers 503.
+type guardedSnowflake struct {
+	*workerid.Keeper
+	guard *contractGuard
+}
+
+func (s guardedSnowflake) NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error) {
+	if err := s.guard.snowflakeErr(); err != nil {
+		return dst, err
+	}
+	return s.Keeper.NextRanges(dst, n)
 }

@@ -21,6 +21,8 @@ type vendorState struct {
 	clock    snowflake.Clock // the IDs' clock: peers compare theirs with its Now
 	// connected reports whether the service's NATS connection is up.
 	connected func() bool
+	// leaseTTL returns the longest lease this vendor holds or may hold.
+	leaseTTL func() time.Duration
 
 	rowsMu sync.Mutex // guards the cached store rows
 	rows   []rowStatus
@@ -37,6 +39,7 @@ func newVendorState(keeper *workerid.Keeper, segs *segments, guard *contractGuar
 		guard:     guard,
 		clock:     clock,
 		connected: connected,
+		leaseTTL:  func() time.Duration { return 0 },
 	}
 }
 
@@ -68,15 +71,23 @@ type contractState struct {
 	// Segments is the segment store this vendor vends from, as the
 	// contract names it ("" until checked).
 	Segments string `json:"segments"`
+	// Epoch and WorkerIDs are this vendor's terms (LEAF_EPOCH,
+	// LEAF_WORKER_ID_RANGE): peers compare theirs with them.
+	Epoch     int64  `json:"epoch"`
+	WorkerIDs string `json:"worker_ids"`
 	// Note is why the last check could not complete; Refused why segment
-	// requests are refused.
-	Note    string `json:"note,omitempty"`
-	Refused string `json:"segments_refused,omitempty"`
+	// requests are refused, SnowflakeRefused why snowflake ones are.
+	Note             string `json:"note,omitempty"`
+	Refused          string `json:"segments_refused,omitempty"`
+	SnowflakeRefused string `json:"snowflake_refused,omitempty"`
 }
 
 type workerStatus struct {
 	workerInfo
 	Held bool `json:"held"`
+	// LeaseTTL is the longest lease this vendor holds or was configured
+	// for: a claim after lost buckets waits at least this long.
+	LeaseTTL time.Duration `json:"lease_ttl_ns"`
 	// Waiting is why the claim in progress waits; LastError why the last
 	// one failed.
 	Waiting   string `json:"waiting,omitempty"`
@@ -155,9 +166,14 @@ func (v *vendorState) snapshot(withRows bool) status {
 	if ks.LastError != nil {
 		s.Worker.LastError = ks.LastError.Error()
 	}
+	s.Worker.LeaseTTL = v.leaseTTL()
 	s.Contract.Segments, s.Contract.Note = v.guard.status()
+	s.Contract.Epoch, s.Contract.WorkerIDs = v.guard.want.Epoch, v.guard.want.WorkerIDs
 	if err := v.guard.segmentsErr(); err != nil {
 		s.Contract.Refused = err.Error()
+	}
+	if err := v.guard.snowflakeErr(); err != nil {
+		s.Contract.SnowflakeRefused = err.Error()
 	}
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
 	s.Segments = segmentStatus{Store: v.segs.kind, StoreUp: v.segs.alloc.StoreUp()}
@@ -200,6 +216,8 @@ func notReady(s status, ks workerid.Status, buffered bool) string {
 			why += ": " + ks.LastError.Error()
 		}
 		return why
+	case s.Contract.SnowflakeRefused != "":
+		return "snowflake refused: " + s.Contract.SnowflakeRefused
 	case s.Contract.Refused != "":
 		return "segments refused: " + s.Contract.Refused
 	case !s.Segments.StoreUp && !buffered:

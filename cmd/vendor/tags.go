@@ -205,9 +205,11 @@ func printRows(w io.Writer, rows []segment.Row) {
 func openTagStore(ctx context.Context, cfg Config, create bool) (tagStore, string, func(), error) {
 	a, err := openAdmin(cfg, create && cfg.storeKind() == kindKV)
 	if errors.Is(err, errNoStore) && cfg.storeKind() == kindPostgres {
-		// No NATS to read a contract from: no vendor has run here.
+		// No NATS to read a contract from: no vendor has run here. Say
+		// so, since nothing checked that this is the cluster's database.
 		st, closeStore, err := openStore(ctx, cfg, nil, false)
-		return st, "Postgres", closeStore, err
+		return st, "Postgres (not checked against a cluster contract: LEAF_NATS_URL is unset and " + cfg.NATSStoreDir +
+			" holds no vendor's store; set LEAF_NATS_URL as the vendors have it to check)", closeStore, err
 	}
 	if err != nil {
 		return nil, "", nil, err

@@ -60,7 +60,8 @@ type vendor struct {
 	segs      *segments
 	stopClock func()
 	keeper    *workerid.Keeper
-	svcConn   *nats.Conn // the service's; drained at Close
+	leaseTTL  atomic.Int64 // of the last lease claimed, ns
+	svcConn   *nats.Conn   // the service's; drained at Close
 	svcClosed <-chan struct{}
 	svc       *vending.Service
 	http      *httpServer
@@ -121,17 +122,22 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.keeper, err = workerid.Open(v.keeperConfig(js, clock)); err != nil {
 		return err
 	}
+	v.guard.start(func() (int, bool) {
+		st := v.keeper.Status()
+		return st.ID, st.Held
+	})
 	if err := checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload()); err != nil {
 		return err
 	}
 	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected)
+	state.leaseTTL = func() time.Duration { return max(cfg.WorkerLeaseTTL, time.Duration(v.leaseTTL.Load())) }
 	reg := newRegistry(state)
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
 		MaxBatch:      cfg.MaxBatch,
 		MaxRangeBatch: cfg.MaxRangeBatch,
-		Snowflake:     v.keeper,
+		Snowflake:     guardedSnowflake{v.keeper, v.guard},
 		Epoch:         cfg.Epoch,
 		Segments:      v.segs,
 		Stats:         func() any { return state.snapshot(false) },
@@ -193,11 +199,23 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 		return err
 	}
 	v.segs = segs
-	if v.guard, err = openContractGuard(ctx, cfg, v.log, js, contracts, st, cfg.storeKind()); err != nil {
+	peers := func(ctx context.Context) ([]status, error) { return v.peers(ctx), nil }
+	if v.guard, err = openContractGuard(ctx, cfg, v.log, js, contracts, st, peers); err != nil {
 		return err
 	}
 	segs.gate = v.guard.segmentsErr
 	return nil
+}
+
+// peers returns the status of every live vendor but this one that answers
+// in time.
+func (v *vendor) peers(ctx context.Context) []status {
+	rs, _ := liveVendors(ctx, v.dataConn, snowflake.SystemClock{}, instanceName())
+	sts := make([]status, len(rs))
+	for i, r := range rs {
+		sts[i] = r.st
+	}
+	return sts
 }
 
 // checkReplicas refuses LEAF_KV_REPLICAS above 1 on a NATS server that is
@@ -265,10 +283,10 @@ func (v *vendor) startEmbedded() (string, error) {
 // LEAF_WORKER_ID_RANGE, or the static LEAF_WORKER_ID.
 func (v *vendor) keeperConfig(js jetstream.JetStream, clock snowflake.Clock) workerid.Config {
 	cfg := v.cfg
-	first, last, _ := cfg.workerIDRange() // checked by validate
+	ids, _ := cfg.workerIDRange() // checked by validate
 	kc := workerid.Config{
 		Claim: v.claimer(js, clock),
-		First: first, Last: last,
+		IDs:   &ids,
 		Generator: snowflake.Settings{
 			Epoch:       cfg.Epoch,
 			Clock:       clock,
@@ -304,10 +322,11 @@ func (v *vendor) waitClaimed(ctx context.Context) error {
 	}
 }
 
-// claimer returns the Keeper's claim: a lease in bucket leaf_workers, after
-// a check of this clock against the server's and the live peers'. Errors
-// that waiting cannot fix are marked permanent, so that a misconfigured
-// vendor exits at once with the setting to change.
+// claimer returns the Keeper's claim: a lease in bucket leaf_workers, once
+// the cluster contract is checked and after a check of this clock against
+// the server's and the live peers'. Errors that waiting cannot fix are
+// marked permanent, so that a misconfigured vendor exits at once with the
+// setting to change.
 func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(context.Context, workerid.ClaimRequest) (workerid.Holder, error) {
 	cfg := v.cfg
 	static, _ := cfg.staticWorkerID()
@@ -316,12 +335,17 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 		Replicas: cfg.KVReplicas,
 		Holder:   instanceName(),
 		Clock:    clock,
+		Epoch:    cfg.Epoch,
 		WaitHeld: static >= 0,
 	}
 	// Only the first claim is in the store as this process created it.
 	var claimed atomic.Bool
 	return func(ctx context.Context, r workerid.ClaimRequest) (workerid.Holder, error) {
-		samples, err := sampleClocks(ctx, v.dataConn, js, clock, instanceName())
+		if err := v.guard.snowflakeErr(); err != nil {
+			r.Report(err.Error())
+			return nil, err
+		}
+		samples, peers, err := sampleClocks(ctx, v.dataConn, js, clock, instanceName())
 		if err != nil {
 			return nil, err
 		}
@@ -331,7 +355,19 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 			return nil, err
 		}
 		lc := base
-		lc.First, lc.Last, lc.ClockAhead, lc.Report = r.First, r.Last, ahead, r.Report
+		lc.IDs, lc.ClockAhead, lc.Report = &r.IDs, ahead, r.Report
+		// Buckets created again after a loss: earlier holders may hold
+		// leases as long as any vendor of the cluster was given.
+		lc.LongestLease = max(cfg.WorkerLeaseTTL, v.guard.leaseTTL())
+		for _, p := range peers {
+			lc.LongestLease = max(lc.LongestLease, p.Worker.LeaseTTL)
+		}
+		if len(samples) > 0 {
+			// This clock agrees with the server's and the peers': a last
+			// timestamp ahead of it is an earlier holder's clock having run
+			// ahead, and waiting for it is safe.
+			lc.MaxWait = clockAgreedWait
+		}
 		if v.newStore && !claimed.Load() {
 			// Vendors attached to an earlier server on this address may
 			// have used any millisecond up to now plus their clocks'
@@ -347,12 +383,25 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 				static, strings.TrimPrefix(err.Error(), kv.ErrHeldByLive.Error()+": ")))
 		case errors.Is(err, kv.ErrNoFreeWorkerID):
 			return nil, fmt.Errorf("%w; waiting for one (LEAF_WORKER_ID_RANGE is %s)", err, cfg.WorkerIDRange)
+		case errors.Is(err, workerid.ErrClockBehind) && len(samples) > 0:
+			return nil, workerid.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
+				err, samples[0].who))
 		case permanent(err):
 			return nil, workerid.Permanent(err)
 		default:
 			return nil, err
 		}
+		// A live vendor that can still vend with this worker ID keeps it
+		// in another JetStream: within one, the claim waited until every
+		// earlier holder's deadline had passed.
+		if why := vendingWith(v.peers(ctx), l.ID()); why != "" {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			l.Release(rctx, l.Last())
+			return nil, workerid.Permanent(errors.New(why))
+		}
 		claimed.Store(true)
+		v.leaseTTL.Store(int64(l.TTL()))
 		if l.TTL() != cfg.WorkerLeaseTTL {
 			v.log.Warn("the lease TTL is the one bucket leaf_workers keeps, not LEAF_WORKER_LEASE_TTL; to change it: vendor cluster set-lease-ttl "+cfg.WorkerLeaseTTL.String(),
 				"bucket_ttl", l.TTL(), "configured", cfg.WorkerLeaseTTL)
@@ -360,6 +409,11 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 		return l, nil
 	}
 }
+
+// clockAgreedWait is how long a claim waits for a worker ID's last
+// timestamp when this clock agrees with the NATS server's and the peers':
+// the time an earlier holder's clock ran ahead, or its later epoch.
+const clockAgreedWait = 2 * time.Minute
 
 // wait returns when ctx ends (nil), the worker-ID keeper gives up, or the
 // contract guard finds a disagreement that waiting cannot fix.

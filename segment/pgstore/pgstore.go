@@ -387,11 +387,21 @@ func (s *Store) Info(ctx context.Context) (segment.StoreInfo, error) {
 	defer cancel()
 	var i segment.StoreInfo
 	var movedAt sql.NullTime
-	err = s.db.QueryRowContext(ctx, `SELECT id, created, coalesce(moved_to, ''), moved_at FROM leaf_store`).
-		Scan(&i.ID, &i.Created, &i.MovedTo, &movedAt)
+	var system, database, table string
+	// The row's id is copied with the data (pg_dump, CREATE DATABASE ...
+	// TEMPLATE); the system identifier (shared by a primary and its
+	// physical standbys, new for every initdb), the database's and the
+	// table's OIDs are not, so a copy has an identity of its own.
+	err = s.db.QueryRowContext(ctx, `SELECT id, created, coalesce(moved_to, ''), moved_at,
+		(SELECT system_identifier FROM pg_control_system())::text,
+		(SELECT oid FROM pg_database WHERE datname = current_database())::text,
+		'leaf_store'::regclass::oid::text
+		FROM leaf_store`).
+		Scan(&i.ID, &i.Created, &i.MovedTo, &movedAt, &system, &database, &table)
 	if err != nil {
 		return segment.StoreInfo{}, fmt.Errorf("pgstore: read table leaf_store: %w", err)
 	}
+	i.ID += "@" + system + "." + database + "." + table
 	i.MovedAt = movedAt.Time
 	return i, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,7 +20,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/internal/natsserver"
+	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
@@ -354,4 +358,127 @@ func TestSkewedClockClaimsNothing(t *testing.T) {
 		t.Fatalf("the skewed vendor exited instead of waiting for its clock: %v", v.exitErr())
 	}
 	report(t, "skewed clock: a vendor 5s behind claims nothing and says: %s", lastLine(grepLines(v.tail(30), "clock is 5s behind")))
+}
+
+// TestContractLostUnderLoad: the contract's bucket is deleted under a
+// serving vendor and, at once, a vendor with a later epoch starts, as an
+// operator's `nats kv del` or a lost stream would allow. The newcomer must
+// not record its settings in the empty bucket and vend by them: it stops,
+// naming both epochs; the serving vendor records the contract again and
+// keeps serving. No ID may repeat.
+func TestContractLostUnderLoad(t *testing.T) {
+	nats := startNATS(t)
+	env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_ID_RANGE": "906-906", "LEAF_WORKER_LEASE_TTL": "6s"}
+	a := startVendor(t, "A", env)
+	tl := newTally("contract lost")
+	d := startLoad(t, nats.conn(t), tl, loadSpec{subject: "leaf.snowflake", batch: 1000, clients: 2, timeout: 3 * time.Second})
+	tl.waitIDs(t, scaled(200_000), 60*time.Second)
+
+	js := nats.js(t)
+	if err := js.DeleteKeyValue(context.Background(), kv.ClusterBucket); err != nil {
+		t.Fatal(err)
+	}
+	later := strconv.FormatInt(snowflake.DefaultEpoch+3000, 10)
+	c := newVendor(t, "C", with(env, "LEAF_EPOCH", later))
+	if !refused(t, c, "epoch: the cluster's is 1288834974657, this vendor's "+later) {
+		t.Errorf("C served with epoch %s while the contract was missing", later)
+		moreIDs(t, tl, scaled(3_000_000)) // what C hands out meanwhile
+	}
+	_, base := tl.counts()
+	tl.waitOK(t, 20, 30*time.Second, "A still serving")
+	cs, err := kv.FindContracts(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := cs.Get(context.Background())
+	if err != nil || rec.Epoch != snowflake.DefaultEpoch {
+		t.Errorf("contract after the loss: %+v, %v; want A's epoch recorded again", rec, err)
+	}
+	d.stop()
+	if !a.running() {
+		t.Errorf("A exited: %v", a.exitErr())
+	}
+	tl.check(t)
+	_, ok := tl.counts()
+	report(t, "contract lost: C refused (%s); A served %d more replies", lastLine(grepLines(c.tail(20), "epoch")), ok-base)
+}
+
+// TestTwoJetStreamDomains: a hub and a leaf node with JetStream domains of
+// their own share one subject space; a vendor on each claims worker IDs
+// 5-5, each in its own domain's bucket. The second must not vend with the
+// worker ID the first vends with: it stops, saying why. With a KV segment
+// store each domain has a store of its own, and the second vendor finds a
+// serving peer that never records a contract in its JetStream; with one
+// Postgres, the contracts agree, and it finds the peer vending with worker
+// ID 5. No ID may repeat.
+func TestTwoJetStreamDomains(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"KV stores", map[string]string{}, "keeps it in another JetStream"},
+		{"one Postgres", map[string]string{"LEAF_POSTGRES_URL": pgtest.DSN(t)}, "vends with worker ID 5 too"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leafPort := natstest.FreePort(t)
+			hub := natstest.ServerWith(t, natsserver.Config{Name: "hub", Configure: func(o *server.Options) {
+				o.JetStreamDomain = "hub"
+				o.LeafNode.Host, o.LeafNode.Port = "127.0.0.1", leafPort
+			}})
+			remote, _ := url.Parse("nats://127.0.0.1:" + strconv.Itoa(leafPort))
+			edge := natstest.ServerWith(t, natsserver.Config{Name: "edge", Configure: func(o *server.Options) {
+				o.JetStreamDomain = "edge"
+				o.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{remote}}}
+			}})
+			env := with(tc.env, "LEAF_WORKER_ID_RANGE", "5-5")
+			startVendor(t, "hub", with(env, "LEAF_NATS_URL", hub.ClientURL()))
+			// Clients on both sides; the edge's reach the hub's vendor over
+			// the leaf node, each side's prefer its own vendor once there is.
+			tl := newTally("two domains, " + tc.name)
+			spec := loadSpec{subject: "leaf.snowflake", batch: 1000, clients: 1, timeout: 3 * time.Second}
+			d := startLoad(t, natstest.Conn(t, edge), tl, spec)
+			dh := startLoad(t, natstest.Conn(t, hub), tl, spec)
+			tl.waitIDs(t, scaled(100_000), 60*time.Second)
+
+			b := newVendor(t, "edge", with(env, "LEAF_NATS_URL", edge.ClientURL()))
+			if !refused(t, b, tc.want, "must share one JetStream") {
+				t.Errorf("the edge's vendor served with worker ID 5")
+				moreIDs(t, tl, scaled(3_000_000)) // what it hands out meanwhile
+			}
+			d.stop()
+			dh.stop()
+			tl.check(t)
+			report(t, "two JetStream domains, %s: the second vendor refused: %s", tc.name, lastLine(grepLines(b.tail(20), "JetStream")))
+		})
+	}
+}
+
+// TestPinnedWorkerIDZero: worker ID 0 is an ID like any other. Two vendors
+// pinned to it on one NATS, the second started under load: it must be
+// refused, as a second vendor pinned to any other ID is. No ID may repeat.
+func TestPinnedWorkerIDZero(t *testing.T) {
+	nats := startNATS(t)
+	dir := t.TempDir()
+	env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_ID": "0"}
+	startVendor(t, "A", with(env, "LEAF_WORKER_FILE", filepath.Join(dir, "a.last")))
+	tl := newTally("pinned worker ID 0")
+	d := startLoad(t, nats.conn(t), tl, loadSpec{subject: "leaf.snowflake", batch: 1000, clients: 2, timeout: 3 * time.Second})
+	tl.waitIDs(t, scaled(100_000), 60*time.Second)
+	b := newVendor(t, "B", with(env, "LEAF_WORKER_FILE", filepath.Join(dir, "b.last")))
+	if !refused(t, b, "LEAF_WORKER_ID 0 is held by another live worker") {
+		t.Errorf("B served pinned to worker ID 0 while A did")
+		moreIDs(t, tl, scaled(3_000_000)) // what B hands out meanwhile
+
+	}
+	d.stop()
+	tl.check(t)
+}
+
+// moreIDs waits until tl holds n more IDs than now: a load that goes on
+// after a vendor that should have been refused began to serve.
+func moreIDs(t testing.TB, tl *tally, n int) {
+	t.Helper()
+	have, _ := tl.counts()
+	tl.waitIDs(t, have+n, 60*time.Second)
 }

@@ -251,7 +251,7 @@ func readRecordedLast(js jetstream.JetStream, id int) (int64, uint64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	ms, err := strconv.ParseInt(string(e.Value()), 10, 64)
+	ms, _, err := kv.ParseClock(e.Value())
 	if err != nil {
 		return 0, 0, fmt.Errorf("%q: %w", e.Value(), err)
 	}
