@@ -263,6 +263,28 @@ for b in LeafNext LeafNextN1000 Bwmarrin Sonyflake Sonyflake1ms; do
 		"$(ratio "$ids" "$(ebench CompareLeafNext | cut -d' ' -f2)")" "-" "-"
 done
 
+# ---- (j) a strict tag vs a normal tag, single-ID requests -----------------
+# One leader serves a strict tag; with 3 vendors the other two forward its
+# requests to it over NATS. Paired per round: normal then strict on the same
+# vendors.
+LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add jnormal -step 1000 >/dev/null
+LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add jstrict -step 1000 -strict >/dev/null
+for n in 1 3; do
+	JN=() JS=() JR=()
+	for r in $(seq "$ROUNDS"); do
+		log "(j) round $r: $n vendor(s), normal and strict"
+		vendors "$n"
+		loadgen -mode segment -tag jnormal -c "$C" -d "${D}s" >"$WORK/j-n$n-$r.json" 2>/dev/null
+		loadgen -mode segment -tag jstrict -c "$C" -d "${D}s" >"$WORK/j-s$n-$r.json" 2>/dev/null
+		stop "${VENDORS[@]}"
+		JN+=("$(jget req_per_sec "$WORK/j-n$n-$r.json")") JS+=("$(jget req_per_sec "$WORK/j-s$n-$r.json")")
+		JR+=("$(ratio "${JS[-1]}" "${JN[-1]}")")
+	done
+	J_R=$(median "${JR[@]}")
+	row "(j) strict tag single-ID req/s, c=$C, $n vendor(s) (median of $ROUNDS)" "$(fmt0 "$(median "${JS[@]}")") (rounds: $(rounds "${JS[@]}"))" \
+		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.5" "$(ok "$J_R" 0.5)"
+done
+
 # ---- (f) latency at half of saturation while segments switch -------------
 RATE=$(awk -v x="$A_V" 'BEGIN {printf "%d", x / 2}')
 PROXY_PORT=$(free_port)

@@ -52,6 +52,7 @@ type segmentRow struct {
 	Updated     time.Time `json:"update_time"`
 	Deleted     bool      `json:"deleted,omitempty"`
 	MovedTo     string    `json:"moved_to,omitempty"`
+	Strict      bool      `json:"strict,omitempty"`
 }
 
 // storeKey holds the store's identity (storeRecord). It is no tag: tags
@@ -184,20 +185,12 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64) (segme
 }
 
 func (r segmentRow) row(tag string) segment.Row {
-	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted}
+	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted, Strict: r.Strict}
 }
 
-// Tags lists every tag, ordered.
-func (s *SegmentStore) Tags(ctx context.Context) ([]string, error) {
-	rows, err := s.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tags := make([]string, len(rows))
-	for i, r := range rows {
-		tags[i] = r.Tag
-	}
-	return tags, nil
+// Tags lists every tag, ordered, with its mode.
+func (s *SegmentStore) Tags(ctx context.Context) ([]segment.Row, error) {
+	return s.List(ctx)
 }
 
 // List returns every row, ordered by tag.
@@ -300,7 +293,7 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
-	row := segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Updated: time.Now().UTC()}
+	row := segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Updated: time.Now().UTC(), Strict: r.Strict}
 	v, err := json.Marshal(row)
 	if err != nil {
 		return err
@@ -348,6 +341,18 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 		return fmt.Errorf("kv: create %q: %w: to %s", r.Tag, segment.ErrStoreMoved, info.MovedTo)
 	}
 	return nil
+}
+
+// SetStrict makes tag strict, or normal again.
+func (s *SegmentStore) SetStrict(ctx context.Context, tag string, strict bool) error {
+	_, err := s.update(ctx, tag, func(r *segmentRow) error {
+		r.Strict = strict
+		return nil
+	})
+	if err != nil && !errors.Is(err, segment.ErrUnknownTag) {
+		return fmt.Errorf("kv: set mode of %q: %w", tag, err)
+	}
+	return err
 }
 
 // SetStep changes tag's step.
@@ -521,11 +526,11 @@ func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 		row := old
 		switch {
 		case errors.Is(err, segment.ErrUnknownTag):
-			row = segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Deleted: r.Retired}
+			row = segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Deleted: r.Retired, Strict: r.Strict && !r.Retired}
 		case err != nil:
 			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
 		case row.Deleted && !r.Retired:
-			row = segmentRow{MaxID: max(old.MaxID, r.MaxID, 1), Step: r.Step, Description: r.Description, MovedTo: old.MovedTo}
+			row = segmentRow{MaxID: max(old.MaxID, r.MaxID, 1), Step: r.Step, Description: r.Description, MovedTo: old.MovedTo, Strict: r.Strict}
 		case row.MaxID >= r.MaxID:
 			return nil
 		default:

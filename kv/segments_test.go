@@ -102,9 +102,13 @@ func TestListWhileAllocating(t *testing.T) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	for i := range 300 {
-		tags, err := st.Tags(ctx)
+		rows, err := st.Tags(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var tags []string
+		for _, r := range rows {
+			tags = append(tags, r.Tag)
 		}
 		if !slices.Equal(tags, []string{"a", "order", "z"}) {
 			t.Fatalf("list %d while allocating: %v", i, tags)

@@ -189,6 +189,9 @@ type Range struct {
 	First, Count int64
 }
 
+// Last returns the run's last ID.
+func (r Range) Last() int64 { return r.First + r.Count - 1 }
+
 // TryTake appends n ascending IDs for tag to dst if it can without waiting
 // for the store. ok is false, with nothing consumed, when serving would
 // wait: the tag's first load, both buffers empty, or a tag not yet looked
@@ -225,8 +228,21 @@ func appendIDs(dst []int64, rs []Range, n int) []int64 {
 
 // TryTakeRanges is TryTake handing out runs of IDs instead of each ID: at
 // most two (the rest of the current segment and the start of the next),
-// whatever n, so a batch of any size costs the same.
+// whatever n, so a batch of any size costs the same. A strict tag fails
+// with ErrStrict: its leader serves it, with TryTakeStrict.
 func (a *Allocator) TryTakeRanges(tag string, dst []Range, n int64) (rs []Range, ok bool, err error) {
+	return a.tryTake(tag, dst, n, false)
+}
+
+// TryTakeStrict is TryTakeRanges for a strict tag, for its leader: the IDs
+// of one allocator ascend across calls, and after Restart they come from a
+// segment allocated after it. A tag that is not strict fails with
+// ErrNotStrict.
+func (a *Allocator) TryTakeStrict(tag string, dst []Range, n int64) (rs []Range, ok bool, err error) {
+	return a.tryTake(tag, dst, n, true)
+}
+
+func (a *Allocator) tryTake(tag string, dst []Range, n int64, strict bool) (rs []Range, ok bool, err error) {
 	if n < 1 {
 		return dst, false, errCount(n)
 	}
@@ -238,6 +254,10 @@ func (a *Allocator) TryTakeRanges(tag string, dst []Range, n int64) (rs []Range,
 		return dst, false, nil
 	}
 	b.mu.Lock()
+	if err := b.mode(strict); err != nil {
+		b.mu.Unlock()
+		return dst, false, err
+	}
 	r, got := b.reserve(n, true)
 	if got > 0 {
 		a.preload(b)
@@ -254,8 +274,39 @@ func (a *Allocator) TryTakeRanges(tag string, dst []Range, n int64) (rs []Range,
 // TakeRanges is Take handing out runs of IDs instead of each ID. A batch
 // larger than a segment the tag loads is allocated from the store for
 // itself, in one round trip, above every buffered ID: a consumer of range
-// replies can ask for millions of IDs at once.
+// replies can ask for millions of IDs at once. A strict tag fails with
+// ErrStrict: its leader serves it, with TakeStrict.
 func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []Range, n int64) ([]Range, error) {
+	return a.take(ctx, tag, dst, n, false)
+}
+
+// TakeStrict is TakeRanges for a strict tag, for its leader (see
+// TryTakeStrict). A batch allocated for itself drops the buffers, whose IDs
+// are below it, so that the next IDs are above it too.
+func (a *Allocator) TakeStrict(ctx context.Context, tag string, dst []Range, n int64) ([]Range, error) {
+	return a.take(ctx, tag, dst, n, true)
+}
+
+// IsStrict reports whether tag is strict, as last read from the store,
+// without a lock.
+func (a *Allocator) IsStrict(tag string) bool {
+	b := a.tags.Load().bufs[tag]
+	return b != nil && b.strict.Load()
+}
+
+// Restart drops tag's segments and any load in flight: the IDs handed out
+// next for it come from a segment allocated after Restart returns. A new
+// leader of a strict tag calls it, so that it serves above every ID any
+// earlier leader served.
+func (a *Allocator) Restart(tag string) {
+	if b := a.tags.Load().bufs[tag]; b != nil {
+		b.mu.Lock()
+		b.restart()
+		b.mu.Unlock()
+	}
+}
+
+func (a *Allocator) take(ctx context.Context, tag string, dst []Range, n int64, strict bool) ([]Range, error) {
 	if n < 1 {
 		return dst, errCount(n)
 	}
@@ -273,6 +324,10 @@ func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []Range, n i
 	loaded := false
 	for {
 		b.mu.Lock()
+		if err := b.mode(strict); err != nil {
+			b.mu.Unlock()
+			return dst[:orig], err
+		}
 		r, got := b.reserve(need, !loaded)
 		need -= got
 		var l *call
@@ -295,7 +350,7 @@ func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []Range, n i
 			return dst, nil
 		}
 		if direct {
-			if dst, err = a.takeDirect(ctx, tag, dst, need); err != nil {
+			if dst, err = a.takeDirect(ctx, b, dst, need); err != nil {
 				return dst[:orig], err
 			}
 			return dst, nil
@@ -308,10 +363,12 @@ func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []Range, n i
 }
 
 // takeDirect serves need IDs from a segment of exactly that size allocated
-// for this request alone, leaving the tag's buffers as they are: for a
-// batch larger than a load brings. Its IDs are above every buffered one, so
-// the batch stays ascending.
-func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []Range, need int64) ([]Range, error) {
+// for this request alone: for a batch larger than a load brings. Its IDs
+// are above every buffered one, so the batch stays ascending. A normal tag
+// keeps its buffers; a strict one drops them, or its next IDs would be
+// below this batch's.
+func (a *Allocator) takeDirect(ctx context.Context, b *buffer, dst []Range, need int64) ([]Range, error) {
+	tag := b.tag
 	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
 	defer cancel()
 	row, err := a.opt.Store.Alloc(ctx, tag, need)
@@ -324,6 +381,17 @@ func (a *Allocator) takeDirect(ctx context.Context, tag string, dst []Range, nee
 	}
 	if err != nil {
 		return dst, loadError(tag, err)
+	}
+	b.mu.Lock()
+	mismatch := b.strict.Load() != row.Strict
+	if b.strict.Load() || mismatch {
+		b.setStrict(row.Strict)
+		b.restart()
+	}
+	b.mu.Unlock()
+	if mismatch {
+		// The mode changed: the batch may not be served the way asked.
+		return dst, b.modeChanged(row.Strict)
 	}
 	return append(dst, Range{seg.Start, need}), nil
 }
@@ -392,15 +460,18 @@ func (a *Allocator) startLoad(b *buffer) *call {
 	}
 	step := b.nextStep(now, a.opt.MaxStep)
 	l := &call{done: make(chan struct{})}
-	if !a.spawn(func() { a.load(b, l, step, now) }) {
+	gen := b.gen
+	if !a.spawn(func() { a.load(b, l, step, now, gen) }) {
 		return nil
 	}
 	b.loading = l
 	return l
 }
 
-// load fetches b's next segment of step (0: the row's step).
-func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time) {
+// load fetches b's next segment of step (0: the row's step). A segment
+// loaded across a restart of b (generation gen passed), or in another mode
+// than b is served in, is dropped.
+func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time, gen uint64) {
 	ctx, cancel := context.WithTimeout(a.ctx, a.opt.LoadTimeout)
 	row, err := a.opt.Store.Alloc(ctx, b.tag, step)
 	cancel()
@@ -411,14 +482,22 @@ func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time) {
 	took := a.opt.Now().Sub(started)
 
 	b.mu.Lock()
-	b.loading = nil
+	if b.loading == l {
+		b.loading = nil
+	}
 	b.lastTook = took
-	if err == nil {
+	switch {
+	case err == nil && (b.gen != gen || b.strict.Load() != row.Strict):
+		// Restarted meanwhile, or the mode changed in the store (which
+		// drops what is buffered too): the segment is not served, and the
+		// callers waiting for it load again.
+		b.setStrict(row.Strict)
+	case err == nil:
 		b.next, b.nextReady = seg, true
 		b.step, b.minStep = cmp.Or(step, row.Step), row.Step
 		b.lastLoad, b.retryAt, b.lastErr = started, time.Time{}, nil
 		b.loads++
-	} else {
+	default:
 		b.retryAt, b.lastErr = started.Add(retryBackoff), err
 		b.failures++
 	}
@@ -486,6 +565,7 @@ type TagStatus struct {
 	LastLoad      time.Time     // when the last successful load started
 	LastLoadTook  time.Duration // how long the last load (either outcome) took
 	LastError     error         // of the last load, nil after a success
+	Strict        bool          // served by its leader only
 }
 
 // Snapshot returns the status of every cached tag, ordered by tag.

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,9 +26,11 @@ type buffer struct {
 	mu        sync.Mutex
 	cur, next Segment
 	nextReady bool
-	loading   *call     // the load of next in flight, nil when none
-	lastErr   error     // of the last load, nil after a success
-	retryAt   time.Time // no new load before this, after a failure
+	loading   *call       // the load of next in flight, nil when none
+	gen       uint64      // bumped by restart: a load started before it is dropped
+	strict    atomic.Bool // served by the tag's leader only (TakeStrict); written with mu held
+	lastErr   error       // of the last load, nil after a success
+	retryAt   time.Time   // no new load before this, after a failure
 
 	// The dynamic step: step is the size of the last segment loaded
 	// (0 before the first), minStep the row's step, lastLoad when the
@@ -94,6 +97,43 @@ func (b *buffer) reserve(n int64, all bool) (r spans, got int64) {
 	return r, got
 }
 
+// restart drops both segments and any load in flight, so that the next
+// IDs come from a segment allocated after this call. b.mu is held.
+func (b *buffer) restart() {
+	b.gen++
+	b.cur, b.next, b.nextReady, b.loading = Segment{}, Segment{}, false, nil
+	b.retryAt = time.Time{}
+}
+
+// setStrict records the tag's mode; a change drops the segments, which were
+// loaded to be served the other way. b.mu is held.
+func (b *buffer) setStrict(strict bool) {
+	if b.strict.Load() != strict {
+		b.strict.Store(strict)
+		b.restart()
+	}
+}
+
+// modeChanged is the error of a call made in the mode the tag had before
+// its mode became strict (or not).
+func (b *buffer) modeChanged(strict bool) error {
+	if strict {
+		return &TagError{Tag: b.tag, Err: ErrStrict}
+	}
+	return &TagError{Tag: b.tag, Err: ErrNotStrict}
+}
+
+// mode checks that the tag is served as strict says. b.mu is held.
+func (b *buffer) mode(strict bool) error {
+	switch {
+	case b.strict.Load() == strict:
+		return nil
+	case b.strict.Load():
+		return &TagError{Tag: b.tag, Err: ErrStrict}
+	}
+	return &TagError{Tag: b.tag, Err: ErrNotStrict}
+}
+
 // nextStep is the step of the next load at now: 0 (the row's step) first,
 // then Leaf's rule on how long the last segment lasted, raised so that a
 // segment outlasts the store's latency.
@@ -149,5 +189,6 @@ func (b *buffer) status() TagStatus {
 		LastLoad:     b.lastLoad,
 		LastLoadTook: b.lastTook,
 		LastError:    b.lastErr,
+		Strict:       b.strict.Load(),
 	}
 }

@@ -18,6 +18,11 @@ var (
 	// ErrStoreMoved is returned by a store whose segments were moved to
 	// another store: it hands out no segment and takes no new tag.
 	ErrStoreMoved = errors.New("segment: the segments of this store were moved to another store")
+	// ErrStrict is returned for a strict tag by the calls that serve
+	// normal tags: only the tag's leader serves it (TakeStrict). ErrNotStrict
+	// is the converse, for a tag that is normal again.
+	ErrStrict    = errors.New("segment: strict tag, served by its leader")
+	ErrNotStrict = errors.New("segment: not a strict tag")
 )
 
 // Row is one business tag as a store keeps it (Leaf's leaf_alloc row).
@@ -31,6 +36,10 @@ type Row struct {
 	// that a tag added again continues after it (in the rows a store's
 	// Seal returns, and in those its Raise takes).
 	Retired bool
+	// Strict marks a strict tag: one vendor at a time serves it, so that
+	// its IDs increase across the whole cluster (package strict). It is
+	// kept beside Leaf's columns; a row without it is a normal tag.
+	Strict bool
 }
 
 // StoreInfo is what a store says of itself.
@@ -57,6 +66,7 @@ type Store interface {
 	// caller serves [row.MaxID-step, row.MaxID). ErrUnknownTag when the tag
 	// has no row.
 	Alloc(ctx context.Context, tag string, step int64) (Row, error)
-	// Tags lists every tag name.
-	Tags(ctx context.Context) ([]string, error)
+	// Tags lists every tag, ordered, with whether it is strict (MaxID,
+	// Step and the rest may be left zero).
+	Tags(ctx context.Context) ([]Row, error)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func cmpOr(a, b int64) int64 {
 	return b
 }
 
-func (f *fakeStore) Tags(ctx context.Context) ([]string, error) {
+func (f *fakeStore) Tags(ctx context.Context) ([]segment.Row, error) {
 	f.mu.Lock()
 	f.lists++
 	f.mu.Unlock()
@@ -89,12 +90,12 @@ func (f *fakeStore) Tags(ctx context.Context) ([]string, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	tags := make([]string, 0, len(f.rows))
-	for tag := range f.rows {
-		tags = append(tags, tag)
+	rows := make([]segment.Row, 0, len(f.rows))
+	for _, r := range f.rows {
+		rows = append(rows, r)
 	}
-	slices.Sort(tags)
-	return tags, nil
+	slices.SortFunc(rows, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
+	return rows, nil
 }
 
 func (f *fakeStore) set(fn func(f *fakeStore)) {

@@ -128,7 +128,7 @@ func (a *Allocator) list(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
 	defer cancel()
 	started := a.opt.Now()
-	names, err := a.opt.Store.Tags(ctx)
+	rows, err := a.opt.Store.Tags(ctx)
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -141,17 +141,22 @@ func (a *Allocator) list(ctx context.Context) error {
 	}
 	a.listErr = nil
 	old := a.tags.Load().bufs
-	bufs := make(map[string]*buffer, len(names))
-	for _, tag := range names {
-		if b := old[tag]; b != nil {
-			bufs[tag] = b
+	bufs := make(map[string]*buffer, len(rows))
+	for _, r := range rows {
+		if b := old[r.Tag]; b != nil {
+			b.mu.Lock()
+			b.setStrict(r.Strict)
+			b.mu.Unlock()
+			bufs[r.Tag] = b
 			continue
 		}
-		if err := ValidateTag(tag); err != nil {
-			a.log.Warn("segment: tag in the store cannot be served; rename it", "tag", tag, "err", err)
+		if err := ValidateTag(r.Tag); err != nil {
+			a.log.Warn("segment: tag in the store cannot be served; rename it", "tag", r.Tag, "err", err)
 			continue
 		}
-		bufs[tag] = &buffer{tag: tag}
+		b := &buffer{tag: r.Tag}
+		b.strict.Store(r.Strict)
+		bufs[r.Tag] = b
 	}
 	a.tags.Store(&tagSet{bufs: bufs, listed: started})
 	a.storeOK()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -101,6 +102,9 @@ type Source struct {
 	subject string
 	limit   int64       // the most IDs one request may ask for
 	pf      *prefetcher // nil without prefetch
+	// strict is set while the tag's replies say it is strict: calls then
+	// bypass pf, since IDs buffered are behind IDs other consumers take.
+	strict atomic.Bool
 
 	ctx    context.Context // cancelled by close; ends requests in flight
 	cancel context.CancelFunc
@@ -129,8 +133,10 @@ func (s *Source) Subject() string { return s.subject }
 // (an atomic add), and the call touches the network only when the buffer
 // is empty; from one goroutine, IDs from one vendor ascend.
 func (s *Source) Next(ctx context.Context) (int64, error) {
-	if s.pf != nil {
-		return s.pf.next(ctx)
+	if s.pf != nil && !s.strict.Load() {
+		if id, err := s.pf.next(ctx); err != errStrict {
+			return id, err
+		}
 	}
 	var one [1]Range
 	rs, err := s.request(ctx, one[:0], 1)
@@ -176,8 +182,10 @@ func (s *Source) Block(ctx context.Context, n int64) (Block, error) {
 	if n < 1 || n > s.limit {
 		return Block{}, fmt.Errorf("%w: asked for %d IDs; ask for 1 to %d per block", ErrBadRequest, n, s.limit)
 	}
-	if s.pf != nil && n <= s.pf.size {
-		return s.pf.block(ctx, n)
+	if s.pf != nil && n <= s.pf.size && !s.strict.Load() {
+		if b, err := s.pf.block(ctx, n); err != errStrict {
+			return b, err
+		}
 	}
 	rs, err := s.request(ctx, nil, n)
 	if err != nil {
@@ -249,6 +257,7 @@ func (s *Source) attempt(ctx context.Context, dst []Range, msg *nats.Msg, n int6
 		c, _ := strconv.Atoi(code)
 		return dst, &Error{Code: c, Message: reply.Header.Get(micro.ErrorHeader)}
 	}
+	s.setStrict(reply.Header.Get(StrictHeader) == "true")
 	before := len(dst)
 	if reply.Header.Get(EncodingHeader) == EncodingRanges {
 		dst, err = DecodeRanges(dst, reply.Data)
@@ -262,6 +271,19 @@ func (s *Source) attempt(ctx context.Context, dst []Range, msg *nats.Msg, n int6
 		return dst[:before], err
 	}
 	return dst, nil
+}
+
+// setStrict records whether the tag is strict, as its last reply said. The
+// prefetch buffer's IDs are dropped when it becomes so: they are behind IDs
+// other consumers take from now on.
+func (s *Source) setStrict(strict bool) {
+	if !strict {
+		s.strict.Store(false)
+		return
+	}
+	if !s.strict.Swap(true) && s.pf != nil {
+		s.pf.drop()
+	}
 }
 
 func retryable(err error) bool {

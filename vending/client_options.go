@@ -56,6 +56,11 @@ type ClientConfig struct {
 	// Prefetched IDs are taken before they are used: IDs in the buffer when
 	// the process exits are never vended again, and snowflake IDs are as
 	// old as their refill.
+	//
+	// A strict tag (its replies carry StrictHeader) is never buffered:
+	// IDs taken early would be behind those other consumers take meanwhile.
+	// Its Next and Block make one request each, as without prefetch; the
+	// first strict reply drops what the buffer held.
 	Prefetch int
 	// LowWater is the refill mark, below Prefetch. Default Prefetch/4.
 	LowWater int

@@ -603,3 +603,84 @@ func BenchmarkClientNextN1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "ids/s")
 }
+
+// A strict tag's IDs are never buffered: each Next and Block is one
+// request, whose IDs are above those of every reply received before, and
+// the tag's first strict reply drops what the buffer held. When the tag is
+// normal again, the buffer serves again.
+func TestPrefetchBypassedForStrictTags(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	var strict atomic.Bool
+	var last atomic.Int64
+	count := responder(t, nc, "leaf.segment.orders", func(_ int, req *nats.Msg) *nats.Msg {
+		n := int64(1)
+		if len(req.Data) > 0 {
+			n, _ = strconv.ParseInt(string(req.Data), 10, 64)
+		}
+		first := last.Add(n) - n + 1
+		m := rangesReply(vending.Range{First: first, Count: n})
+		if req.Header.Get(vending.EncodingHeader) != vending.EncodingRanges {
+			m = nats.NewMsg("")
+			m.Data = strconv.AppendInt(nil, first, 10)
+		}
+		if strict.Load() {
+			m.Header.Set(vending.StrictHeader, "true")
+		}
+		return m
+	})
+	c := newClient(t, nc, vending.ClientConfig{Prefetch: 100, LowWater: 10})
+	src, err := c.Segment("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+
+	if id, err := src.Next(ctx); err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v", id, err)
+	}
+	if got := count.Load(); got != 1 {
+		t.Fatalf("%d requests for a buffered Next", got)
+	}
+	strict.Store(true)
+	// The buffer still holds 2..100; a request the tag answers as strict
+	// (here a refill forced by a block larger than the buffer holds) makes
+	// the client drop it.
+	if _, err := src.Block(ctx, 200); err != nil {
+		t.Fatal(err)
+	}
+	before := count.Load()
+	for i := range 5 {
+		id, err := src.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id != last.Load() {
+			t.Fatalf("Next %d = %d: not the newest ID vended (%d); a buffered one", i, id, last.Load())
+		}
+	}
+	b, err := src.Block(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := b.Next(); first != last.Load()-9 {
+		t.Fatalf("Block starts at %d, want %d: one request of its own", first, last.Load()-9)
+	}
+	if got := count.Load() - before; got != 6 {
+		t.Fatalf("%d requests for 5 Next and 1 Block of a strict tag, want 6", got)
+	}
+
+	strict.Store(false)
+	if _, err := src.Next(ctx); err != nil { // a normal reply: buffering again
+		t.Fatal(err)
+	}
+	before = count.Load()
+	for range 50 {
+		if _, err := src.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count.Load() - before; got > 2 {
+		t.Fatalf("%d requests for 50 Next of a normal tag with prefetch 100", got)
+	}
+}

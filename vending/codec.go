@@ -24,6 +24,11 @@ const (
 	EncodingRanges = "ranges"
 )
 
+// StrictHeader, set to "true" on a reply of a strict tag, tells a client
+// that the IDs are in order across the whole cluster only when used at
+// once: Source never buffers them.
+const StrictHeader = "Leaf-Strict"
+
 // rangeBytes is the size of a run in the ranges encoding.
 const rangeBytes = 16
 

@@ -79,9 +79,9 @@ const (
 func Code(err error) int {
 	switch {
 	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadID), errors.Is(err, ErrBadEncoding),
-		errors.Is(err, segment.ErrInvalidTag):
+		errors.Is(err, segment.ErrInvalidTag), errors.Is(err, ErrBadRequest):
 		return CodeBadRequest
-	case errors.Is(err, segment.ErrUnknownTag):
+	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, ErrUnavailable), errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards),
 		errors.Is(err, snowflake.ErrTimeOverflow), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved):

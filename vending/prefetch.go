@@ -2,6 +2,7 @@ package vending
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -150,6 +151,9 @@ func (p *prefetcher) take(ctx context.Context, n int64, part Range) (Block, erro
 		if p.closed {
 			return Block{}, ErrClientClosed
 		}
+		if p.src.strict.Load() {
+			return Block{}, errStrict
+		}
 		// Another caller may have moved to a run with IDs meanwhile.
 		if r := p.cur.Load(); r != nil {
 			start := r.next.Add(need) - need
@@ -246,6 +250,9 @@ func (p *prefetcher) refillLoop() {
 		if !enough {
 			rs, err = p.src.request(p.src.ctx, nil, p.size)
 		}
+		if p.src.strict.Load() {
+			rs, err = nil, nil // not buffered: the callers waiting request their own
+		}
 		p.mu.Lock()
 		if err != nil {
 			p.err = fmt.Errorf("vending: prefetch from %s: %w", p.src.subject, err)
@@ -257,6 +264,18 @@ func (p *prefetcher) refillLoop() {
 		p.filled = make(chan struct{})
 		p.mu.Unlock()
 	}
+}
+
+// errStrict is what the buffer answers for a strict tag: the caller
+// requests its IDs itself.
+var errStrict = errors.New("vending: strict tag, not buffered")
+
+// drop empties the buffer.
+func (p *prefetcher) drop() {
+	p.mu.Lock()
+	p.cur.Store(nil)
+	p.queue, p.queued = nil, 0
+	p.mu.Unlock()
 }
 
 func (p *prefetcher) close() {

@@ -55,6 +55,13 @@ type Segments interface {
 	TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
 }
 
+// StrictSegments is Segments that know which tags are strict: their
+// replies carry StrictHeader, so that a client does not buffer their IDs.
+type StrictSegments interface {
+	Segments
+	IsStrict(tag string) bool
+}
+
 // Config configures a Service. The zero value of every field means its
 // default (see ClientConfig for why configuration reads this way); Start
 // checks the whole struct.
@@ -244,6 +251,7 @@ func (s *Service) addEndpoints() error {
 	}
 	if s.cfg.Segments != nil {
 		sg := &segmentHandler{s: s, src: s.cfg.Segments, prefix: p + ".segment."}
+		sg.ss, _ = s.cfg.Segments.(StrictSegments)
 		if err := s.svc.AddEndpoint("segment", sg, micro.WithEndpointSubject(p+".segment.>")); err != nil {
 			return fmt.Errorf("vending: add segment endpoint: %w", err)
 		}
@@ -297,16 +305,26 @@ func encode[R ranged](out []byte, enc string, rs []R) []byte {
 // rangesReply marks a reply in the ranges encoding, so that a client can
 // tell it from the text a vendor that predates ranges answers with. It is
 // built once: the header costs no allocation per reply.
-var rangesReply = micro.WithHeaders(micro.Headers{EncodingHeader: {EncodingRanges}})
+var (
+	rangesReply       = micro.WithHeaders(micro.Headers{EncodingHeader: {EncodingRanges}})
+	strictReply       = micro.WithHeaders(micro.Headers{StrictHeader: {"true"}})
+	rangesStrictReply = micro.WithHeaders(micro.Headers{EncodingHeader: {EncodingRanges}, StrictHeader: {"true"}})
+)
 
 // reply answers req with rs in encoding enc, and reports it.
-func reply[R ranged](s *Service, req micro.Request, out *[]byte, enc, mode, tag string, rs []R, start time.Time) {
+// A strict tag's reply says so.
+func reply[R ranged](s *Service, req micro.Request, out *[]byte, enc, mode, tag string, strict bool, rs []R, start time.Time) {
 	*out = encode((*out)[:0], enc, rs)
 	n := int(Count(rs))
 	var err error
-	if enc == EncodingRanges {
+	switch {
+	case enc == EncodingRanges && strict:
+		err = req.Respond(*out, rangesStrictReply)
+	case enc == EncodingRanges:
 		err = req.Respond(*out, rangesReply)
-	} else {
+	case strict:
+		err = req.Respond(*out, strictReply)
+	default:
 		err = req.Respond(*out)
 	}
 	if err != nil {
@@ -355,7 +373,7 @@ func (h *snowflakeHandler) Handle(req micro.Request) {
 		h.s.fail(req, ModeSnowflake, "", err, start)
 		return
 	}
-	reply(h.s, req, &h.out, enc, ModeSnowflake, "", h.sf, start)
+	reply(h.s, req, &h.out, enc, ModeSnowflake, "", false, h.sf, start)
 }
 
 // segmentHandler serves <prefix>.segment.<tag>. A request that can be served
@@ -364,8 +382,14 @@ func (h *snowflakeHandler) Handle(req micro.Request) {
 type segmentHandler struct {
 	s      *Service
 	src    Segments
+	ss     StrictSegments // src, when it can tell strict tags
 	prefix string
 	scratch
+}
+
+// strict reports whether tag is strict, when the source can tell.
+func (h *segmentHandler) strict(tag string) bool {
+	return h.ss != nil && h.ss.IsStrict(tag)
 }
 
 func (h *segmentHandler) Handle(req micro.Request) {
@@ -394,7 +418,7 @@ func (h *segmentHandler) Handle(req micro.Request) {
 	case err != nil:
 		h.s.fail(req, ModeSegment, tag, err, start)
 	case ok:
-		reply(h.s, req, &h.out, enc, ModeSegment, tag, rs, start)
+		reply(h.s, req, &h.out, enc, ModeSegment, tag, h.strict(tag), rs, start)
 	default:
 		h.s.slowSegment(req, h.src, tag, enc, n, start)
 	}
@@ -452,7 +476,11 @@ func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n i
 		return
 	}
 	var out []byte
-	reply(s, req, &out, enc, ModeSegment, tag, rs, start)
+	strict := false
+	if ss, ok := src.(StrictSegments); ok {
+		strict = ss.IsStrict(tag)
+	}
+	reply(s, req, &out, enc, ModeSegment, tag, strict, rs, start)
 }
 
 // decode serves <prefix>.snowflake.decode.

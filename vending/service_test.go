@@ -421,3 +421,32 @@ func microStats(t *testing.T, nc *nats.Conn) micro.EndpointStats {
 	t.Fatalf("no snowflake endpoint in %s", msg.Data)
 	return micro.EndpointStats{}
 }
+
+// strictCounter is counterSegments whose tags named strict-* are strict.
+type strictCounter struct{ *counterSegments }
+
+func (strictCounter) IsStrict(tag string) bool { return strings.HasPrefix(tag, "strict-") }
+
+// A strict tag's replies say so in every encoding, on the fast and the slow
+// path; a normal tag's carry no such header.
+func TestStrictTagRepliesSaySo(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	svc, err := vending.Start(nc, vending.Config{Segments: strictCounter{newCounterSegments("strict-orders", "orders")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop() })
+	for _, tag := range []string{"strict-orders", "orders"} {
+		for _, enc := range []string{vending.EncodingText, vending.EncodingBinary, vending.EncodingRanges} {
+			msg := requestEnc(t, nc, "leaf.segment."+tag, enc, "3")
+			want := ""
+			if tag == "strict-orders" {
+				want = "true"
+			}
+			if got := msg.Header.Get(vending.StrictHeader); got != want || msg.Header.Get(micro.ErrorCodeHeader) != "" {
+				t.Errorf("%s in %s: %s %q, want %q (headers %v)", tag, enc, vending.StrictHeader, got, want, msg.Header)
+			}
+		}
+	}
+}

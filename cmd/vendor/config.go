@@ -52,6 +52,7 @@ type Config struct {
 	Epoch          int64         `envconfig:"EPOCH" default:"1288834974657" desc:"snowflake epoch, Unix ms"`
 	ClockTolerance time.Duration `envconfig:"CLOCK_TOLERANCE" default:"5ms" desc:"backwards clock step that is waited out; larger ones answer 503"`
 	ClockMaxSkew   time.Duration `envconfig:"CLOCK_MAX_SKEW" default:"1s" desc:"a vendor whose clock is further from the NATS server's and its live peers' claims no worker ID"`
+	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
 
 	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
 	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
@@ -111,6 +112,9 @@ func (c Config) validate() error {
 	}
 	if c.WorkerLeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL))
+	}
+	if c.StrictLeaseTTL < time.Second || c.StrictLeaseTTL > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("LEAF_STRICT_LEASE_TTL %v: want 1s..5m", c.StrictLeaseTTL))
 	}
 	if c.SegmentMaxStep < 1 {
 		errs = append(errs, fmt.Errorf("LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep))

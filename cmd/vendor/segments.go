@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +26,9 @@ type tagStore interface {
 	List(ctx context.Context) ([]segment.Row, error)
 	// SetStep changes a row's step; segment.ErrUnknownTag when absent.
 	SetStep(ctx context.Context, tag string, step int64) error
+	// SetStrict makes a tag strict or normal; segment.ErrUnknownTag when
+	// absent.
+	SetStrict(ctx context.Context, tag string, strict bool) error
 	// Delete removes a row; segment.ErrUnknownTag when absent.
 	Delete(ctx context.Context, tag string) error
 	// Info returns the store's identity (recording one the first time)
@@ -84,13 +89,15 @@ func openStore(ctx context.Context, cfg Config, js jetstream.JetStream, create b
 }
 
 // segments is the segment side of a running vendor. Requests pass its gate
-// once the contract guard has matched the store against the contract.
+// once the contract guard has matched the store against the contract; a
+// strict tag's go to its leader.
 type segments struct {
-	alloc *segment.Allocator
-	store tagStore
-	kind  string
-	close func()
-	gate  func() error // nil: pass; else why not
+	alloc  *segment.Allocator
+	store  tagStore
+	kind   string
+	close  func()
+	gate   func() error // nil: pass; else why not
+	strict *strictTags  // nil until the service's connection is up
 }
 
 func openSegments(ctx context.Context, cfg Config, st tagStore, closeStore func(), log *slog.Logger) (*segments, error) {
@@ -102,24 +109,64 @@ func openSegments(ctx context.Context, cfg Config, st tagStore, closeStore func(
 	return &segments{alloc: alloc, store: st, kind: cfg.storeKind(), close: closeStore, gate: func() error { return nil }}, nil
 }
 
+var errNoStrict = fmt.Errorf("%w: strict tags are not served yet", segment.ErrUnavailable)
+
 // TryTakeRanges serves from the buffers, past the gate (vending.Segments).
+// A strict tag is served from memory only by its leader.
 func (s *segments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
 	if err := s.gate(); err != nil {
 		return dst, false, err
 	}
-	return s.alloc.TryTakeRanges(tag, dst, n)
+	if s.alloc.IsStrict(tag) {
+		if s.strict == nil {
+			return dst, false, errNoStrict
+		}
+		rs, ok, err := s.strict.TryTake(tag, dst, n)
+		if !errors.Is(err, segment.ErrNotStrict) { // else normal again: served below
+			return rs, ok, err
+		}
+	}
+	rs, ok, err := s.alloc.TryTakeRanges(tag, dst, n)
+	if errors.Is(err, segment.ErrStrict) { // strict since the check: TakeRanges serves it
+		return dst, false, nil
+	}
+	return rs, ok, err
 }
 
-// TakeRanges serves waiting for the store, past the gate (vending.Segments).
+// TakeRanges serves waiting for the store, past the gate (vending.Segments);
+// a strict tag's requests wait for its leader, or take the lead.
 func (s *segments) TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
 	if err := s.gate(); err != nil {
 		return dst, err
 	}
-	return s.alloc.TakeRanges(ctx, tag, dst, n)
+	for range 2 { // a tag whose mode changes under the call is asked for again
+		if s.alloc.IsStrict(tag) {
+			if s.strict == nil {
+				return dst, errNoStrict
+			}
+			rs, err := s.strict.Take(ctx, tag, dst, n)
+			if !errors.Is(err, segment.ErrNotStrict) {
+				return rs, err
+			}
+		}
+		rs, err := s.alloc.TakeRanges(ctx, tag, dst, n)
+		if !errors.Is(err, segment.ErrStrict) {
+			return rs, err
+		}
+	}
+	return dst, fmt.Errorf("%w: tag %q: its mode is being changed; ask again", segment.ErrUnavailable, tag)
 }
 
-// Close stops the allocator, then closes the store.
+// IsStrict tells the service which replies to mark strict
+// (vending.StrictSegments).
+func (s *segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }
+
+// Close stops leading strict tags and the allocator, then closes the
+// store.
 func (s *segments) Close() {
+	if s.strict != nil {
+		s.strict.Close()
+	}
 	s.alloc.Close()
 	s.close()
 }

@@ -15,9 +15,10 @@ import (
 )
 
 const tagsUsage = `Usage:
-  vendor tags add <tag> [-step N] [-start M] [-description D]
+  vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]
   vendor tags list
   vendor tags set-step <tag> <N>
+  vendor tags set-mode <tag> <strict|normal>
   vendor tags delete <tag>
 
 Tags live in Postgres when LEAF_POSTGRES_URL is set, else in the JetStream KV
@@ -25,6 +26,13 @@ bucket leaf_segments: on LEAF_NATS_URL, on a vendor running with the embedded
 server at LEAF_NATS_LISTEN, or in LEAF_NATS_STORE_DIR when none runs.
 A tag is 1-128 letters, digits, '_', '-' and inner '.'; its IDs are served on
 <prefix>.segment.<tag>.
+
+A strict tag's IDs increase across the whole cluster: a reply received
+before another request is sent holds only IDs below that request's, whichever
+vendors answer. One vendor at a time leads the tag and serves it; the others
+pass its requests on. set-mode switches a tag either way without repeating an
+ID; running vendors follow within a minute (their next read of the tags), and
+the cluster-wide order holds for requests sent after that.
 `
 
 // maxTableStep bounds a tag's step: Leaf's dynamic-step cap.
@@ -71,10 +79,12 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")
 	start := fs.Int64("start", 1, "first ID of the tag")
 	desc := fs.String("description", "", "what the tag is for")
+	strict := fs.Bool("strict", false, "IDs increase across the whole cluster (one vendor at a time serves the tag)")
 	synopsis := map[string]string{
-		"add":      "vendor tags add <tag> [-step N] [-start M] [-description D]",
+		"add":      "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]",
 		"list":     "vendor tags list",
 		"set-step": "vendor tags set-step <tag> <N>",
+		"set-mode": "vendor tags set-mode <tag> <strict|normal>",
 		"delete":   "vendor tags delete <tag>",
 	}
 	use, ok := synopsis[args[0]]
@@ -113,6 +123,14 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 			return usagef("step %q is not a whole number; usage: %s", pos[1], use)
 		}
 	}
+	if args[0] == "set-mode" {
+		switch pos[1] {
+		case "strict", "normal":
+			*strict = pos[1] == "strict"
+		default:
+			return usagef("mode %q: want strict or normal; usage: %s", pos[1], use)
+		}
+	}
 	if *step < 1 || *step > maxTableStep {
 		return usagef("step %d is out of range: use 1 to %d (1000 suits most tags)", *step, maxTableStep)
 	}
@@ -133,7 +151,7 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 
 	switch args[0] {
 	case "add":
-		err = st.Create(ctx, segment.Row{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc})
+		err = st.Create(ctx, segment.Row{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc, Strict: *strict})
 		if errors.Is(err, segment.ErrTagExists) {
 			return fmt.Errorf("tag %q already exists in %s (change its step with: vendor tags set-step %s N)", pos[0], where, pos[0])
 		}
@@ -146,7 +164,7 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 					}
 				}
 			}
-			fmt.Fprintf(stdout, "added tag %q (step %d, first ID %d) in %s\n", pos[0], *step, first, where)
+			fmt.Fprintf(stdout, "added %s tag %q (step %d, first ID %d) in %s\n", modeName(*strict), pos[0], *step, first, where)
 		}
 	case "list":
 		var rows []segment.Row
@@ -159,6 +177,11 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 		if err == nil {
 			fmt.Fprintf(stdout, "tag %q: step %d in %s (running vendors use it from their next segment)\n", pos[0], *step, where)
 		}
+	case "set-mode":
+		err = st.SetStrict(ctx, pos[0], *strict)
+		if err == nil {
+			fmt.Fprintf(stdout, "tag %q: %s in %s (running vendors follow within a minute, at their next read of the tags; no ID repeats meanwhile)\n", pos[0], modeName(*strict), where)
+		}
 	case "delete":
 		err = st.Delete(ctx, pos[0])
 		if err == nil {
@@ -169,6 +192,13 @@ func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Write
 		return fmt.Errorf("tag %q not found in %s (vendor tags list shows the tags)", pos[0], where)
 	}
 	return err
+}
+
+func modeName(strict bool) string {
+	if strict {
+		return "strict"
+	}
+	return "normal"
 }
 
 // parseInterspersed parses flags before, between and after positional
@@ -189,9 +219,9 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func printRows(w io.Writer, rows []segment.Row) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
+	fmt.Fprintln(tw, "TAG\tMODE\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Tag, r.MaxID, r.Step, r.Updated.Local().Format(time.DateTime), r.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Tag, modeName(r.Strict), r.MaxID, r.Step, r.Updated.Local().Format(time.DateTime), r.Description)
 	}
 	tw.Flush()
 	if len(rows) == 0 {

@@ -119,6 +119,9 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.svcConn, v.svcClosed, err = connect(natsURL, cfg, "leaf-vendor", log); err != nil {
 		return err
 	}
+	if v.segs.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.segs.alloc, v.guard.segmentsErr); err != nil {
+		return err
+	}
 	if v.keeper, err = workerid.Open(v.keeperConfig(js, clock)); err != nil {
 		return err
 	}
@@ -433,13 +436,19 @@ func (v *vendor) wait(ctx context.Context) error {
 	}
 }
 
-// Close shuts the vendor down in order: stop the service's endpoints and
-// drain its connection (every request received is answered), release the
+// Close shuts the vendor down in order: step down from leading strict tags
+// (releasing their leases), stop the service's endpoints and drain its
+// connection (every request received is answered), release the
 // worker ID (recording its true last millisecond), close the segment store,
 // the HTTP server, the data connection and the embedded server, and unlock
 // the store directory. It returns every error on the way.
 func (v *vendor) Close(ctx context.Context) error {
 	var errs []error
+	if v.segs != nil && v.segs.strict != nil {
+		// First, so that the other vendors lead this one's strict tags
+		// at once; its requests in flight go to them meanwhile.
+		v.segs.strict.Close()
+	}
 	if v.svc != nil {
 		if err := v.svc.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop the service: %w", err))

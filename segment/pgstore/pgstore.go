@@ -54,6 +54,10 @@ const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
 	update_time timestamptz  NOT NULL DEFAULT now()
 )`
 
+// addStrict marks strict tags beside Leaf's columns, which stay as Leaf has
+// them; rows from before it, or from Leaf, are normal.
+const addStrict = `ALTER TABLE leaf_alloc ADD COLUMN IF NOT EXISTS strict boolean NOT NULL DEFAULT false`
+
 // createRetired keeps the max_id of deleted tags, so a tag added again
 // continues after every ID it ever handed out instead of starting over.
 const createRetired = `CREATE TABLE IF NOT EXISTS leaf_alloc_retired (
@@ -154,7 +158,7 @@ func (s *Store) ensure(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, createLock); err != nil {
 			return err
 		}
-		for _, q := range []string{createTable, createRetired, createStore} {
+		for _, q := range []string{createTable, addStrict, createRetired, createStore} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}
@@ -248,8 +252,8 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64) (segment.Row,
 		}
 		return tx.QueryRowContext(ctx,
 			`UPDATE leaf_alloc SET max_id = max_id + $2, update_time = now() WHERE biz_tag = $1
-			 RETURNING max_id, step, coalesce(description, ''), update_time`, tag, step,
-		).Scan(&r.MaxID, &r.Step, &r.Description, &r.Updated)
+			 RETURNING max_id, step, coalesce(description, ''), update_time, strict`, tag, step,
+		).Scan(&r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict)
 	})
 	if err != nil {
 		return segment.Row{}, fmt.Errorf("pgstore: alloc %q: %w", tag, err)
@@ -257,13 +261,13 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64) (segment.Row,
 	return r, nil
 }
 
-// Tags lists every tag, ordered.
-func (s *Store) Tags(ctx context.Context) ([]string, error) {
-	var tags []string
-	err := s.query(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
-		var tag string
-		err := rows.Scan(&tag)
-		tags = append(tags, tag)
+// Tags lists every tag, ordered, with its mode.
+func (s *Store) Tags(ctx context.Context) ([]segment.Row, error) {
+	var tags []segment.Row
+	err := s.query(ctx, `SELECT biz_tag, strict FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
+		var r segment.Row
+		err := rows.Scan(&r.Tag, &r.Strict)
+		tags = append(tags, r)
 		return err
 	})
 	if err != nil {
@@ -275,10 +279,10 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 // List returns every row, ordered by tag.
 func (s *Store) List(ctx context.Context) ([]segment.Row, error) {
 	var list []segment.Row
-	err := s.query(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time
+	err := s.query(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time, strict
 		FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
 		var r segment.Row
-		err := rows.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated)
+		err := rows.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict)
 		list = append(list, r)
 		return err
 	})
@@ -315,10 +319,10 @@ func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateRow(r); err != nil {
 		return err
 	}
-	n, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
-		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, '')
+	n, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, strict)
+		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, ''), $5::boolean
 		FROM leaf_store WHERE moved_to IS NULL FOR SHARE`,
-		r.Tag, max(r.MaxID, 1), r.Step, r.Description)
+		r.Tag, max(r.MaxID, 1), r.Step, r.Description, r.Strict)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code == pqerror.UniqueViolation {
 		return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
@@ -342,6 +346,11 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 		return err
 	}
 	return s.change(ctx, tag, "set step", `UPDATE leaf_alloc SET step = $2, update_time = now() WHERE biz_tag = $1`, tag, step)
+}
+
+// SetStrict makes tag strict, or normal again.
+func (s *Store) SetStrict(ctx context.Context, tag string, strict bool) error {
+	return s.change(ctx, tag, "set mode", `UPDATE leaf_alloc SET strict = $2, update_time = now() WHERE biz_tag = $1`, tag, strict)
 }
 
 // Delete removes tag's row, keeping its max_id in leaf_alloc_retired.
@@ -430,14 +439,14 @@ func (s *Store) Seal(ctx context.Context, to string) ([]segment.Row, error) {
 		if _, err := tx.ExecContext(ctx, `UPDATE leaf_store SET moved_to = $1, moved_at = coalesce(moved_at, now())`, to); err != nil {
 			return err
 		}
-		live, err := tx.QueryContext(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time FROM leaf_alloc ORDER BY biz_tag`)
+		live, err := tx.QueryContext(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time, strict FROM leaf_alloc ORDER BY biz_tag`)
 		if err != nil {
 			return err
 		}
 		defer live.Close()
 		for live.Next() {
 			var r segment.Row
-			if err := live.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated); err != nil {
+			if err := live.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict); err != nil {
 				return err
 			}
 			rows = append(rows, r)
@@ -475,7 +484,7 @@ func (s *Store) Unseal(ctx context.Context) error {
 }
 
 // Raise makes every ID the store hands out for r.Tag from now on at least
-// r.MaxID: it creates a live row (with r's step and description) or raises
+// r.MaxID: it creates a live row (with r's step, description and mode) or raises
 // the one there; for a retired r it raises the kept max_id of a deleted tag
 // and, if the tag is live here, its row. It never lowers a max_id, so
 // running it twice changes nothing.
@@ -502,10 +511,10 @@ func (s *Store) Raise(ctx context.Context, r segment.Row) error {
 			_, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1 AND max_id < $2`, r.Tag, r.MaxID)
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
-			VALUES ($1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0), 1), $3::integer, nullif($4::varchar, ''))
+		_, err := tx.ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, strict)
+			VALUES ($1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0), 1), $3::integer, nullif($4::varchar, ''), $5::boolean)
 			ON CONFLICT (biz_tag) DO UPDATE SET max_id = excluded.max_id, update_time = now() WHERE leaf_alloc.max_id < excluded.max_id`,
-			r.Tag, r.MaxID, r.Step, r.Description)
+			r.Tag, r.MaxID, r.Step, r.Description, r.Strict)
 		return err
 	})
 	if err != nil {

@@ -24,6 +24,7 @@ type Store interface {
 	Create(ctx context.Context, r segment.Row) error
 	List(ctx context.Context) ([]segment.Row, error)
 	SetStep(ctx context.Context, tag string, step int64) error
+	SetStrict(ctx context.Context, tag string, strict bool) error
 	Delete(ctx context.Context, tag string) error
 	Info(ctx context.Context) (segment.StoreInfo, error)
 	Seal(ctx context.Context, to string) ([]segment.Row, error)
@@ -59,6 +60,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Identity", testIdentity},
 		{"SealAndRaise", testSealAndRaise},
 		{"SealRacesAllocators", testSealRace},
+		{"StrictMode", testStrictMode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, newBackend) })
@@ -127,7 +129,7 @@ func testAdmin(t *testing.T, newBackend NewBackend) {
 	if err := s.Delete(c, "order"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if tags, err := s.Tags(c); err != nil || !slices.Equal(tags, []string{"invoice"}) {
+	if tags, err := s.Tags(c); err != nil || len(tags) != 1 || tags[0].Tag != "invoice" {
 		t.Fatalf("Tags after Delete = %v, %v; want [invoice]", tags, err)
 	}
 	create(t, s, segment.Row{Tag: "order", Step: 7}) // a deleted tag can come back
@@ -512,5 +514,58 @@ func testSealRace(t *testing.T, newBackend NewBackend) {
 	}
 	if len(rows) != 1 || highest == 0 || highest > rows[0].MaxID {
 		t.Fatalf("an allocation reached max_id %d, beyond the %d Seal returned (%+v)", highest, rows[0].MaxID, rows)
+	}
+}
+
+// testStrictMode: a tag's mode is kept beside Leaf's columns, listed with
+// the tags, returned by Alloc, switched either way, and carried by Seal and
+// Raise; a row added without it is normal.
+func testStrictMode(t *testing.T, newBackend NewBackend) {
+	s := newBackend(t, false).Open(t)
+	c := ctx(t)
+	create(t, s, segment.Row{Tag: "ledger", Step: 10, Strict: true})
+	create(t, s, segment.Row{Tag: "order", Step: 10})
+	mode := func() map[string]bool {
+		t.Helper()
+		rows, err := s.Tags(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, r := range rows {
+			m[r.Tag] = r.Strict
+		}
+		return m
+	}
+	if m := mode(); !m["ledger"] || m["order"] {
+		t.Fatalf("modes listed: %v, want ledger strict and order normal", m)
+	}
+	if r, err := s.Alloc(c, "ledger", 0); err != nil || !r.Strict {
+		t.Fatalf("Alloc of a strict tag = %+v, %v; want it marked strict", r, err)
+	}
+	if err := s.SetStrict(c, "ledger", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetStrict(c, "order", true); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(); m["ledger"] || !m["order"] {
+		t.Fatalf("modes after switching both: %v", m)
+	}
+	if err := s.SetStrict(c, "nope", true); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("SetStrict of a missing tag: %v, want ErrUnknownTag", err)
+	}
+	rows, err := s.Seal(c, "elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := newBackend(t, false).Open(t)
+	for _, r := range rows {
+		if err := to.Raise(c, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows, err := to.List(c); err != nil || len(rows) != 2 || rows[0].Strict || !rows[1].Strict {
+		t.Fatalf("rows carried over: %+v, %v; want ledger normal and order strict", rows, err)
 	}
 }

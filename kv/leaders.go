@@ -1,0 +1,189 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LeadersBucket holds one key per strict tag that a vendor leads: the tag,
+// whose value names the vendor. The bucket's TTL expires the key of a
+// leader that stopped renewing.
+const LeadersBucket = "leaf_strict_leaders"
+
+var (
+	// ErrLedElsewhere is returned by Lead when another vendor leads the
+	// tag; the error names it.
+	ErrLedElsewhere = errors.New("kv: another vendor leads the tag")
+	// ErrLeadLost is wrapped by a Lead's Renew once the key is gone or
+	// someone else's: the holder must stop serving the tag.
+	ErrLeadLost = errors.New("kv: lead of the tag lost")
+)
+
+// Leaders is the bucket of strict tags' leases.
+type Leaders struct {
+	js       jetstream.JetStream
+	ttl      time.Duration
+	replicas int
+	holder   string
+
+	mu sync.Mutex
+	kv jetstream.KeyValue // as last opened
+}
+
+// OpenLeaders opens the bucket, creating it with ttl and replicas when it
+// is missing; the TTL in force is the bucket's. holder names this vendor in
+// the keys it holds.
+func OpenLeaders(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, holder string) (*Leaders, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("kv: lead TTL %v: want a positive duration", ttl)
+	}
+	ls := &Leaders{js: js, ttl: ttl, replicas: max(replicas, 1), holder: holder}
+	if _, _, err := ls.open(ctx); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// open opens the bucket, creating it again when it is gone, and returns
+// when a leader in it may serve at the earliest: zero, or a TTL after the
+// bucket's creation when it is younger than that, since it may have been
+// created again after it was lost while an earlier leader, which cannot
+// know, serves until its deadline.
+func (ls *Leaders) open(ctx context.Context) (jetstream.KeyValue, time.Time, error) {
+	b, err := openOrCreateSequenced(ctx, ls.js, jetstream.KeyValueConfig{
+		Bucket: LeadersBucket, Description: "leaf-nats leaders of strict tags",
+		History: 1, TTL: ls.ttl, Replicas: ls.replicas, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	asked := time.Now()
+	st, err := b.Status(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("kv: status of %s: %w", LeadersBucket, err)
+	}
+	if st.TTL() <= 0 {
+		return nil, time.Time{}, fmt.Errorf("kv: bucket %s has no TTL, so a dead leader's tags would never be freed; delete it (nats kv del %s) and restart", LeadersBucket, LeadersBucket)
+	}
+	ls.mu.Lock()
+	ls.kv, ls.ttl = b, st.TTL()
+	ls.mu.Unlock()
+	var notBefore time.Time
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		info := bs.StreamInfo()
+		// The bucket's age by the server's clock, a TTL past its creation
+		// by this one.
+		if young := info.Created.Add(st.TTL()).Sub(info.TimeStamp); young > 0 && !info.TimeStamp.IsZero() {
+			notBefore = asked.Add(young)
+		}
+	}
+	return b, notBefore, nil
+}
+
+// TTL returns the lease TTL in force.
+func (ls *Leaders) TTL() time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.ttl
+}
+
+type leadValue struct {
+	Holder string    `json:"holder"`
+	Since  time.Time `json:"since"`
+}
+
+// Lead takes the lease of tag. The bucket is looked at anew each time, so
+// that a bucket created again since (see open) sets NotBefore.
+func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
+	b, notBefore, err := ls.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := json.Marshal(leadValue{Holder: ls.holder, Since: time.Now().UTC()})
+	rev, err := b.Create(ctx, tag, v)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		holder, _ := ls.Holder(ctx, tag)
+		return nil, fmt.Errorf("%w: %s leads %q", ErrLedElsewhere, holder, tag)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv: lead %q: %w", tag, err)
+	}
+	return &Lead{tag: tag, rev: rev, ttl: ls.TTL(), value: v, kv: b, NotBefore: notBefore}, nil
+}
+
+// Holder returns who leads tag, "" when no one does.
+func (ls *Leaders) Holder(ctx context.Context, tag string) (string, error) {
+	ls.mu.Lock()
+	b := ls.kv
+	ls.mu.Unlock()
+	e, err := b.Get(ctx, tag)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var v leadValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return "?", nil
+	}
+	return v.Holder, nil
+}
+
+// Lead is the lease of one strict tag.
+type Lead struct {
+	tag   string
+	rev   uint64
+	ttl   time.Duration
+	value []byte
+	kv    jetstream.KeyValue
+	// NotBefore is when its holder may serve at the earliest: zero, or a
+	// TTL after a bucket created again (see Leaders.Lead).
+	NotBefore time.Time
+}
+
+// Renew updates the key against its last revision and returns the deadline
+// until which the holder may serve: a TTL, less a margin for clock rates,
+// after the update was sent, so that it passes before the server can expire
+// the key and let another vendor lead.
+func (l *Lead) Renew(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
+	defer cancel()
+	sent := time.Now()
+	rev, err := l.kv.Update(ctx, l.tag, l.value, l.rev)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		return time.Time{}, fmt.Errorf("%w: %q expired or was taken (%s)", ErrLeadLost, l.tag, jsText(err))
+	case err != nil:
+		// "No response from stream", or a time-out while the publish
+		// retries it, is also what a stream without a leader gives: ask
+		// whether the bucket still exists.
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl/4)
+		_, serr := l.kv.Status(pctx)
+		pcancel()
+		if bucketGone(serr) {
+			return time.Time{}, fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state)", ErrLeadLost, LeadersBucket)
+		}
+		return time.Time{}, fmt.Errorf("kv: renew the lead of %q: %w", l.tag, err)
+	}
+	l.rev = rev
+	return sent.Add(l.ttl - l.ttl/50), nil
+}
+
+// TTL returns the lease's TTL.
+func (l *Lead) TTL() time.Duration { return l.ttl }
+
+// Release deletes the key, so that another vendor may lead at once. The
+// holder stops serving first.
+func (l *Lead) Release(ctx context.Context) error {
+	if err := l.kv.Delete(ctx, l.tag, jetstream.LastRevision(l.rev)); err != nil {
+		return fmt.Errorf("kv: release the lead of %q: %w", l.tag, err)
+	}
+	return nil
+}

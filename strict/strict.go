@@ -1,0 +1,461 @@
+// Package strict serves strict tags: segment tags whose IDs increase across
+// the whole cluster. If one request's reply was received before another
+// request was sent, every ID of the second is greater than every ID of the
+// first, whichever vendors served them; gaps are allowed, going backwards
+// never, and a vendor that cannot keep that answers ErrUnavailable (a 503).
+//
+// One vendor leads a strict tag at a time and serves all its requests from
+// one segment.Allocator buffer, whose IDs ascend; the other vendors forward
+// the tag's requests to it over NATS. Leadership is a lease (kv.Lead) with
+// the worker-ID lease's fencing, and the argument is the same:
+//
+//   - A leader serves only before its deadline, a TTL after its last renewal
+//     was sent, less a margin, which passes before the server can expire its
+//     key; a new leader can take the key only after that. So no two leaders
+//     serve at once, and a leader checks its deadline after it has taken a
+//     request's IDs, when they are about to leave.
+//   - A new leader serves only from a segment allocated after it took the
+//     lease (it restarts the tag's buffer): every segment an earlier leader
+//     served from was allocated before that leader's deadline, so before
+//     this allocation, and holds lower IDs.
+//   - One leader's IDs come from one buffer in the order it takes them, and a
+//     batch allocated for itself drops the buffer (segment.Allocator's
+//     TakeStrict), so they ascend in real time.
+//   - After a reconnect to NATS (to a server that may have lost its state) a
+//     leader renews before it serves again (Config.Fence), as a worker-ID
+//     holder does.
+//
+// Leadership is taken on demand: a vendor that gets a strict tag's request
+// and finds no leader answering takes the lease itself. So the tags spread
+// over the vendors that happen to get their first requests.
+package strict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leaf-nats/leaf/segment"
+)
+
+var (
+	// ErrNoLeader is what Config.Forward returns when no leader answered:
+	// the caller may take the lead.
+	ErrNoLeader = errors.New("strict: no leader answered")
+	// ErrNotLeader is returned by Serve on a vendor that does not lead the
+	// tag (any more): the forwarding vendor answers a 503, and the client
+	// asks again.
+	ErrNotLeader = errors.New("strict: this vendor does not lead the tag")
+	// ErrLedElsewhere is what Config.Lead returns when another vendor
+	// holds the tag's lease.
+	ErrLedElsewhere = errors.New("strict: another vendor leads the tag")
+	// ErrLost is what a Lease's Renew wraps once the lease is gone.
+	ErrLost = errors.New("strict: lead lost")
+)
+
+// Source is where a leader takes a strict tag's IDs: segment.Allocator.
+type Source interface {
+	Restart(tag string)
+	TryTakeStrict(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error)
+	TakeStrict(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
+}
+
+var _ Source = (*segment.Allocator)(nil)
+
+// Lease is a hold on a tag's leadership (kv.Lead).
+type Lease interface {
+	// Renew extends the lease and returns the deadline until which its
+	// holder may serve, by the holder's clock; an error wrapping ErrLost
+	// is final.
+	Renew(ctx context.Context) (deadline time.Time, err error)
+	// Release gives the lease up.
+	Release(ctx context.Context) error
+}
+
+// Config configures Leaders. Source, Lead and Forward are required.
+type Config struct {
+	Source Source
+	// Lead takes the lease of tag: ErrLedElsewhere when another vendor
+	// holds it. notBefore is when the new leader may serve at the earliest
+	// (see kv.Lead.NotBefore).
+	Lead func(ctx context.Context, tag string) (l Lease, notBefore time.Time, err error)
+	// Forward asks the tag's leader for n IDs: ErrNoLeader when none
+	// answered.
+	Forward func(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
+	// Listen makes this vendor reachable as tag's leader (a subscription
+	// on which Forward's requests arrive); stop undoes it. Optional.
+	Listen func(tag string) (stop func(), err error)
+	// Fence, when set, moves whenever a lease must be renewed before the
+	// next ID (the reconnects of the NATS connection requests arrive on).
+	Fence func() uint64
+	// Now is the clock deadlines are read on (time.Now).
+	Now func() time.Time
+	// Logger receives leadership taken and lost. Default: discard.
+	Logger *slog.Logger
+}
+
+// Leaders serves the strict tags of one vendor. It is safe for concurrent
+// use.
+type Leaders struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	leads  map[string]*lead
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns Leaders with cfg.
+func New(cfg Config) (*Leaders, error) {
+	var errs []error
+	if cfg.Source == nil {
+		errs = append(errs, errors.New("Source is nil"))
+	}
+	if cfg.Lead == nil {
+		errs = append(errs, errors.New("Lead is nil"))
+	}
+	if cfg.Forward == nil {
+		errs = append(errs, errors.New("Forward is nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("strict: %w", err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{}}, nil
+}
+
+// lead is this vendor's leadership of one tag.
+type lead struct {
+	tag       string
+	lease     Lease
+	notBefore time.Time
+
+	mu       sync.Mutex
+	deadline time.Time // serve only before; zero once lost
+	fencedAt uint64    // Fence's value before the last renewal
+	lost     error     // why it ended, once it did
+
+	renewNow chan struct{} // capacity 1
+	cancel   context.CancelFunc
+	stop     func() // stops listening
+}
+
+// serveErr says why l may not serve now, nil when it may.
+func (ls *Leaders) serveErr(l *lead) error {
+	now := ls.cfg.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.lost != nil:
+		return fmt.Errorf("%w: %w", ErrNotLeader, l.lost)
+	case now.Before(l.notBefore):
+		return fmt.Errorf("%w: tag %q: this vendor leads it since its lease bucket was created again, and serves from %s, when no earlier leader can still serve",
+			segment.ErrUnavailable, l.tag, l.notBefore.Format(time.RFC3339Nano))
+	case !now.Before(l.deadline):
+		ls.askRenew(l)
+		return fmt.Errorf("%w: tag %q: the lead's renewal is overdue; renewing", segment.ErrUnavailable, l.tag)
+	case ls.cfg.Fence != nil && ls.cfg.Fence() != l.fencedAt:
+		ls.askRenew(l)
+		return fmt.Errorf("%w: tag %q: reconnected to NATS; renewing the lead there before serving again", segment.ErrUnavailable, l.tag)
+	}
+	return nil
+}
+
+func (ls *Leaders) askRenew(l *lead) {
+	select {
+	case l.renewNow <- struct{}{}:
+	default:
+	}
+}
+
+// leading returns this vendor's lead of tag, nil when it has none.
+func (ls *Leaders) leading(tag string) *lead {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.leads[tag]
+}
+
+// TryTake serves n IDs of tag from memory when this vendor leads it and can
+// without waiting for the store; ok is false otherwise (call Take).
+func (ls *Leaders) TryTake(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
+	l := ls.leading(tag)
+	if l == nil {
+		return dst, false, nil
+	}
+	rs, ok, err := ls.cfg.Source.TryTakeStrict(tag, dst, n)
+	if err != nil || !ok {
+		return dst, ok, ls.sourceErr(l, err)
+	}
+	if err := ls.serveErr(l); err != nil {
+		return dst, false, unavailable(err)
+	}
+	return rs, true, nil
+}
+
+// Take serves n IDs of tag: from this vendor's buffer when it leads the
+// tag, from the leader's over Forward when another vendor does, and when
+// none answers, by taking the lead.
+func (ls *Leaders) Take(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+	if l := ls.leading(tag); l != nil {
+		return ls.serve(ctx, l, dst, n)
+	}
+	rs, err := ls.cfg.Forward(ctx, tag, dst, n)
+	if !errors.Is(err, ErrNoLeader) {
+		return rs, err
+	}
+	l, err := ls.takeLead(ctx, tag)
+	if errors.Is(err, ErrLedElsewhere) {
+		// Taken a moment ago by another vendor, or held by one that does
+		// not answer: it serves, or its lease expires.
+		return dst, fmt.Errorf("%w: tag %q: %w; ask again", segment.ErrUnavailable, tag, err)
+	}
+	if err != nil {
+		return dst, err
+	}
+	return ls.serve(ctx, l, dst, n)
+}
+
+// Serve answers a request Forward sent to this vendor: from its buffer when
+// it leads tag, ErrNotLeader otherwise.
+func (ls *Leaders) Serve(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+	l := ls.leading(tag)
+	if l == nil {
+		return dst, fmt.Errorf("%w: %q", ErrNotLeader, tag)
+	}
+	return ls.serve(ctx, l, dst, n)
+}
+
+// serve takes the IDs, then checks that the lead is still good: IDs taken
+// while it is not (the store answered after the deadline) are dropped.
+func (ls *Leaders) serve(ctx context.Context, l *lead, dst []segment.Range, n int64) ([]segment.Range, error) {
+	if err := ls.serveErr(l); err != nil {
+		return dst, unavailable(err)
+	}
+	rs, err := ls.cfg.Source.TakeStrict(ctx, l.tag, dst, n)
+	if err != nil {
+		return dst, ls.sourceErr(l, err)
+	}
+	if err := ls.serveErr(l); err != nil {
+		return dst, unavailable(err)
+	}
+	return rs, nil
+}
+
+// unavailable makes a lost lead a 503 for the client.
+func unavailable(err error) error {
+	if errors.Is(err, ErrNotLeader) {
+		return fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+	}
+	return err
+}
+
+// sourceErr passes the allocator's error on; a tag no longer strict ends
+// the lead.
+func (ls *Leaders) sourceErr(l *lead, err error) error {
+	if errors.Is(err, segment.ErrNotStrict) {
+		ls.stepDown(l, err)
+	}
+	return err
+}
+
+// takeLead takes tag's lease, restarts its buffer and starts renewing.
+func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
+	ls.mu.Lock()
+	if ls.closed {
+		ls.mu.Unlock()
+		return nil, fmt.Errorf("%w: closing", segment.ErrUnavailable)
+	}
+	if l := ls.leads[tag]; l != nil {
+		ls.mu.Unlock()
+		return l, nil
+	}
+	ls.mu.Unlock()
+
+	lease, notBefore, err := ls.cfg.Lead(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	fence := ls.fence()
+	deadline, err := lease.Renew(ctx)
+	if err != nil {
+		lease.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: tag %q: renew the new lead: %w", segment.ErrUnavailable, tag, err)
+	}
+	// Only now: the first segment served is allocated after the lease was
+	// taken, above every ID an earlier leader served.
+	ls.cfg.Source.Restart(tag)
+	l := &lead{tag: tag, lease: lease, notBefore: notBefore, deadline: deadline, fencedAt: fence, renewNow: make(chan struct{}, 1)}
+	if ls.cfg.Listen != nil {
+		if l.stop, err = ls.cfg.Listen(tag); err != nil {
+			lease.Release(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("%w: tag %q: listen for forwarded requests: %w", segment.ErrUnavailable, tag, err)
+		}
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	ls.mu.Lock()
+	if ls.closed || ls.leads[tag] != nil { // closed, or led twice meanwhile
+		ls.mu.Unlock()
+		cancel()
+		if l.stop != nil {
+			l.stop()
+		}
+		lease.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: tag %q: lead taken twice", segment.ErrUnavailable, tag)
+	}
+	ls.leads[tag] = l
+	ls.wg.Add(1)
+	ls.mu.Unlock()
+	go func() {
+		defer ls.wg.Done()
+		ls.renewLoop(rctx, l, deadline.Sub(ls.cfg.Now()))
+	}()
+	ls.log.Info("leading a strict tag", "tag", tag, "deadline", deadline, "not_before", notBefore)
+	return l, nil
+}
+
+func (ls *Leaders) fence() uint64 {
+	if ls.cfg.Fence == nil {
+		return 0
+	}
+	return ls.cfg.Fence()
+}
+
+// renewLoop renews l three times per hold, and at once when serveErr asks,
+// until the lead is lost or ctx ends.
+func (ls *Leaders) renewLoop(ctx context.Context, l *lead, hold time.Duration) {
+	every := max(hold/3, 10*time.Millisecond)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.renewNow:
+		}
+		err := ls.renew(ctx, l)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, ErrLost):
+			ls.stepDown(l, err)
+			return
+		case !ls.cfg.Now().Before(l.until()):
+			// Past the deadline the lead serves no more; stepping down
+			// stops it listening, so that the other vendors, finding no
+			// leader, take the lease once the key expires.
+			ls.stepDown(l, fmt.Errorf("renewals failed past the lead's deadline: %w", err))
+			return
+		default:
+			ls.log.Warn("renewing the lead of a strict tag failed; retrying", "tag", l.tag, "err", err)
+		}
+		t.Reset(every)
+	}
+}
+
+// until returns l's deadline.
+func (l *lead) until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// renew renews l once. The fence is read before the renewal, so that a
+// reconnect during it asks for another.
+func (ls *Leaders) renew(ctx context.Context, l *lead) error {
+	fence := ls.fence()
+	deadline, err := l.lease.Renew(ctx)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.lost == nil {
+		l.deadline, l.fencedAt = deadline, fence
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// stepDown ends l: it serves no more, stops listening, and gives its lease
+// up unless it was lost.
+func (ls *Leaders) stepDown(l *lead, why error) {
+	l.mu.Lock()
+	if l.lost != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.lost, l.deadline = why, time.Time{}
+	l.mu.Unlock()
+	ls.mu.Lock()
+	if ls.leads[l.tag] == l {
+		delete(ls.leads, l.tag)
+	}
+	ls.mu.Unlock()
+	l.cancel()
+	if l.stop != nil {
+		l.stop()
+	}
+	if !errors.Is(why, ErrLost) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.lease.Release(ctx); err != nil {
+			ls.log.Warn("releasing the lead of a strict tag", "tag", l.tag, "err", err)
+		}
+	}
+	ls.log.Warn("no longer leading a strict tag", "tag", l.tag, "why", why)
+}
+
+// Close stops leading every tag: each stops serving, stops listening and
+// releases its lease, so another vendor leads at once. It waits for the
+// renewals to end.
+func (ls *Leaders) Close() error {
+	ls.mu.Lock()
+	ls.closed = true
+	leads := make([]*lead, 0, len(ls.leads))
+	for _, l := range ls.leads {
+		leads = append(leads, l)
+	}
+	ls.mu.Unlock()
+	for _, l := range leads {
+		ls.stepDown(l, errors.New("vendor stopping"))
+	}
+	ls.wg.Wait()
+	return nil
+}
+
+// Status is one tag this vendor leads.
+type Status struct {
+	Tag      string
+	Deadline time.Time // of the lease, by this vendor's clock
+	Serving  bool      // it may serve now
+}
+
+// Status returns the tags this vendor leads, ordered.
+func (ls *Leaders) Status() []Status {
+	ls.mu.Lock()
+	leads := make([]*lead, 0, len(ls.leads))
+	for _, l := range ls.leads {
+		leads = append(leads, l)
+	}
+	ls.mu.Unlock()
+	out := make([]Status, 0, len(leads))
+	for _, l := range leads {
+		serving := ls.serveErr(l) == nil
+		l.mu.Lock()
+		out = append(out, Status{Tag: l.tag, Deadline: l.deadline, Serving: serving})
+		l.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Tag, b.Tag) })
+	return out
+}

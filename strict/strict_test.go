@@ -1,0 +1,464 @@
+package strict_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/strict"
+)
+
+// memStore is a segment store in memory with one strict tag, "ledger".
+type memStore struct {
+	mu     sync.Mutex
+	maxID  int64
+	strict bool
+}
+
+func (m *memStore) Alloc(_ context.Context, tag string, step int64) (segment.Row, error) {
+	if tag != "ledger" {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if step == 0 {
+		step = 100
+	}
+	m.maxID += step
+	return segment.Row{Tag: tag, MaxID: m.maxID, Step: 100, Strict: m.strict}, nil
+}
+
+func (m *memStore) Tags(context.Context) ([]segment.Row, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return []segment.Row{{Tag: "ledger", Strict: m.strict}}, nil
+}
+
+// leaseKV is a lease bucket in memory: one key per tag, expiring a TTL
+// after its last write, as the KV bucket's MaxAge does.
+type leaseKV struct {
+	mu     sync.Mutex
+	ttl    time.Duration
+	holder map[string]string
+	expiry map[string]time.Time
+}
+
+func newLeaseKV(ttl time.Duration) *leaseKV {
+	return &leaseKV{ttl: ttl, holder: map[string]string{}, expiry: map[string]time.Time{}}
+}
+
+// fakeLease is one vendor's lease of a tag; failing makes its renewals
+// fail as a frozen or cut-off vendor's do.
+type fakeLease struct {
+	kv      *leaseKV
+	tag, me string
+	failing *atomic.Bool
+}
+
+func (l *fakeLease) Renew(context.Context) (time.Time, error) {
+	if l.failing.Load() {
+		return time.Time{}, errors.New("no response from the stream")
+	}
+	sent := time.Now()
+	l.kv.mu.Lock()
+	defer l.kv.mu.Unlock()
+	if l.kv.holder[l.tag] != l.me || !time.Now().Before(l.kv.expiry[l.tag]) {
+		return time.Time{}, fmt.Errorf("%w: expired", strict.ErrLost)
+	}
+	l.kv.expiry[l.tag] = time.Now().Add(l.kv.ttl)
+	return sent.Add(l.kv.ttl - l.kv.ttl/50), nil
+}
+
+func (l *fakeLease) Release(context.Context) error {
+	l.kv.mu.Lock()
+	defer l.kv.mu.Unlock()
+	if l.kv.holder[l.tag] == l.me {
+		delete(l.kv.holder, l.tag)
+	}
+	return nil
+}
+
+// cluster is vendors sharing a store, a lease bucket and a "NATS" on which
+// forwarded requests reach the listening leader.
+type cluster struct {
+	t     *testing.T
+	store *memStore
+	kv    *leaseKV
+
+	mu        sync.Mutex
+	listening map[string]*vendor // by tag
+	vendors   []*vendor
+}
+
+type vendor struct {
+	name    string
+	ls      *strict.Leaders
+	failing atomic.Bool // its lease renewals fail
+	fence   atomic.Uint64
+}
+
+func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+	c := &cluster{t: t, store: &memStore{strict: true}, kv: newLeaseKV(ttl), listening: map[string]*vendor{}}
+	for i := range n {
+		c.vendors = append(c.vendors, c.newVendor(fmt.Sprintf("v%d", i)))
+	}
+	return c
+}
+
+func (c *cluster) newVendor(name string) *vendor {
+	v := &vendor{name: name}
+	alloc, err := segment.Open(context.Background(), segment.Options{Store: c.store, Wait: time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { alloc.Close() })
+	v.ls, err = strict.New(strict.Config{
+		Source: alloc,
+		Lead: func(_ context.Context, tag string) (strict.Lease, time.Time, error) {
+			c.kv.mu.Lock()
+			defer c.kv.mu.Unlock()
+			if h := c.kv.holder[tag]; h != "" && time.Now().Before(c.kv.expiry[tag]) {
+				return nil, time.Time{}, fmt.Errorf("%w: %s", strict.ErrLedElsewhere, h)
+			}
+			c.kv.holder[tag], c.kv.expiry[tag] = name, time.Now().Add(c.kv.ttl)
+			return &fakeLease{kv: c.kv, tag: tag, me: name, failing: &v.failing}, time.Time{}, nil
+		},
+		Forward: func(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+			c.mu.Lock()
+			leader := c.listening[tag]
+			c.mu.Unlock()
+			if leader == nil || leader == v {
+				return dst, strict.ErrNoLeader
+			}
+			rs, err := leader.ls.Serve(ctx, tag, dst, n)
+			if errors.Is(err, strict.ErrNotLeader) {
+				err = fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+			}
+			return rs, err
+		},
+		Listen: func(tag string) (func(), error) {
+			c.mu.Lock()
+			c.listening[tag] = v
+			c.mu.Unlock()
+			return func() {
+				c.mu.Lock()
+				if c.listening[tag] == v {
+					delete(c.listening, tag)
+				}
+				c.mu.Unlock()
+			}, nil
+		},
+		Fence: v.fence.Load,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { v.ls.Close() })
+	return v
+}
+
+// take asks v for n IDs of ledger the way the vendor's handler does.
+func (v *vendor) take(ctx context.Context, n int64) ([]segment.Range, error) {
+	if rs, ok, err := v.ls.TryTake("ledger", nil, n); ok || err != nil {
+		return rs, err
+	}
+	return v.ls.Take(ctx, "ledger", nil, n)
+}
+
+func mustTake(t *testing.T, v *vendor, n int64) (first, last int64) {
+	t.Helper()
+	rs, err := v.take(t.Context(), n)
+	if err != nil {
+		t.Fatalf("%s: take %d: %v", v.name, n, err)
+	}
+	return rs[0].First, rs[len(rs)-1].Last()
+}
+
+// A leader that cannot renew stops serving at its deadline, before its key
+// expires; the next leader leads only after that, and its first ID is above
+// every ID the first one served.
+func TestHandOverAfterAFrozenLeader(t *testing.T) {
+	ttl := 300 * time.Millisecond
+	c := newCluster(t, 2, ttl)
+	a, b := c.vendors[0], c.vendors[1]
+
+	_, lastA := mustTake(t, a, 5) // a leads
+	_, viaB := mustTake(t, b, 5)  // b forwards to a
+	if viaB <= lastA {
+		t.Fatalf("forwarded IDs end at %d, not above %d", viaB, lastA)
+	}
+	if st := a.ls.Status(); len(st) != 1 || !st[0].Serving {
+		t.Fatalf("a's status %+v, want leading ledger", st)
+	}
+
+	a.failing.Store(true) // frozen: its renewals fail from now on
+	var served atomic.Int64
+	deadline := time.Now().Add(3 * ttl)
+	for time.Now().Before(deadline) {
+		rs, err := a.take(t.Context(), 1)
+		if err != nil {
+			if !errors.Is(err, segment.ErrUnavailable) {
+				t.Fatalf("a past its deadline: %v, want a 503", err)
+			}
+			break
+		}
+		served.Store(rs[0].First)
+	}
+	if _, err := a.take(t.Context(), 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("a serves past its deadline: %v", err)
+	}
+
+	// b forwards to a, which answers 503, until a's key expires and a
+	// steps down; then b leads.
+	var firstB int64
+	for {
+		rs, err := b.take(t.Context(), 1)
+		if err == nil {
+			firstB = rs[0].First
+			break
+		}
+		if !errors.Is(err, segment.ErrUnavailable) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline.Add(5 * ttl)) {
+			t.Fatalf("b never led: %v", err)
+		}
+		time.Sleep(ttl / 20)
+	}
+	if firstB <= max(viaB, served.Load()) {
+		t.Fatalf("b's first ID %d is not above a's last %d", firstB, max(viaB, served.Load()))
+	}
+	if st := b.ls.Status(); len(st) != 1 || st[0].Tag != "ledger" {
+		t.Fatalf("b's status %+v, want leading ledger", st)
+	}
+}
+
+// A vendor that leads again serves from a segment allocated after it took
+// the lease, not from what it buffered when it led before.
+func TestLeadingAgainStartsAboveTheOtherLeader(t *testing.T) {
+	ttl := 200 * time.Millisecond
+	c := newCluster(t, 2, ttl)
+	a, b := c.vendors[0], c.vendors[1]
+	_, lastA := mustTake(t, a, 1) // a leads, with most of a segment buffered
+	a.failing.Store(true)
+	waitFor(t, "a to step down", func() bool { return len(a.ls.Status()) == 0 })
+	a.failing.Store(false)
+	var lastB int64
+	waitFor(t, "b to lead", func() bool {
+		rs, err := b.take(t.Context(), 5)
+		if err == nil {
+			lastB = rs[len(rs)-1].Last()
+		}
+		return err == nil
+	})
+	if lastB <= lastA {
+		t.Fatalf("b's IDs end at %d, not above a's %d", lastB, lastA)
+	}
+	b.ls.Close() // releases the lease: a leads again at once
+	if first, _ := mustTake(t, a, 1); first <= lastB {
+		t.Fatalf("a leading again starts at %d, not above b's %d: it served its old buffer", first, lastB)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// After a reconnect a leader renews before it serves again.
+func TestReconnectFencesTheLeader(t *testing.T) {
+	c := newCluster(t, 1, time.Second)
+	a := c.vendors[0]
+	mustTake(t, a, 1)
+	a.failing.Store(true)
+	a.fence.Add(1) // reconnected, and cannot renew
+	if _, err := a.take(t.Context(), 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("after a reconnect with no renewal: %v, want a 503", err)
+	}
+	a.failing.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := a.take(t.Context(), 1); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("never served again after renewing: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A tag made normal again ends its lead, which is released at once.
+func TestNormalTagEndsTheLead(t *testing.T) {
+	c := newCluster(t, 1, time.Minute)
+	a := c.vendors[0]
+	mustTake(t, a, 1)
+	c.store.mu.Lock()
+	c.store.strict = false
+	c.store.mu.Unlock()
+	for i := 0; ; i++ { // the buffer's segment is used up, and the next load says normal
+		_, err := a.take(t.Context(), 50)
+		if errors.Is(err, segment.ErrNotStrict) {
+			break
+		}
+		if err != nil || i > 10 {
+			t.Fatalf("take %d after the tag became normal: %v", i, err)
+		}
+	}
+	if st := a.ls.Status(); len(st) != 0 {
+		t.Fatalf("still leading: %+v", st)
+	}
+	c.kv.mu.Lock()
+	defer c.kv.mu.Unlock()
+	if h := c.kv.holder["ledger"]; h != "" {
+		t.Fatalf("lease still held by %s", h)
+	}
+}
+
+// call is one request as a client saw it.
+type call struct {
+	sent, received time.Time
+	first, last    int64
+	runs           []segment.Range
+}
+
+// checkOrder reports every pair of calls in which one was received before
+// the other was sent but its IDs are not all below the other's, and every
+// ID handed out twice.
+func checkOrder(calls []call) (violations, dups int) {
+	bySent := slices.Clone(calls)
+	slices.SortFunc(bySent, func(a, b call) int { return a.sent.Compare(b.sent) })
+	byRecv := slices.Clone(calls)
+	slices.SortFunc(byRecv, func(a, b call) int { return a.received.Compare(b.received) })
+	var done int
+	var high int64 = -1 << 62
+	for _, c := range bySent {
+		for done < len(byRecv) && byRecv[done].received.Before(c.sent) {
+			high = max(high, byRecv[done].last)
+			done++
+		}
+		if c.first <= high {
+			violations++
+		}
+	}
+	var runs []segment.Range
+	for _, c := range calls {
+		if c.runs == nil {
+			c.runs = []segment.Range{{First: c.first, Count: c.last - c.first + 1}}
+		}
+		runs = append(runs, c.runs...)
+	}
+	slices.SortFunc(runs, func(a, b segment.Range) int { return cmp.Compare(a.First, b.First) })
+	for i := 1; i < len(runs); i++ {
+		if runs[i].First <= runs[i-1].Last() {
+			dups++
+		}
+	}
+	return violations, dups
+}
+
+// Clients hammer three vendors while their leases fail, reconnects fence
+// them and the tag's leader is closed and replaced: every reply is above
+// every reply received before it was asked for, and no ID repeats.
+func TestOrderAcrossVendorsUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault run: seconds")
+	}
+	ttl := 200 * time.Millisecond
+	c := newCluster(t, 3, ttl)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	var calls []call
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for ctx.Err() == nil {
+				c.mu.Lock()
+				v := c.vendors[r.IntN(len(c.vendors))]
+				c.mu.Unlock()
+				sent := time.Now()
+				rs, err := v.take(ctx, 1+r.Int64N(150))
+				received := time.Now()
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				mu.Lock()
+				calls = append(calls, call{sent, received, rs[0].First, rs[len(rs)-1].Last(), rs})
+				mu.Unlock()
+			}
+		}()
+	}
+	// Faults: freeze a vendor's renewals past the TTL, fence another,
+	// close one and start a new one in its place.
+	faults := rand.New(rand.NewPCG(7, 7))
+	for i := 0; ctx.Err() == nil; i++ {
+		c.mu.Lock()
+		v := c.vendors[faults.IntN(len(c.vendors))]
+		c.mu.Unlock()
+		switch i % 3 {
+		case 0:
+			v.failing.Store(true)
+			time.Sleep(ttl + ttl/2)
+			v.failing.Store(false)
+		case 1:
+			v.fence.Add(1)
+			time.Sleep(ttl / 2)
+		case 2:
+			v.ls.Close()
+			nv := c.newVendor(fmt.Sprintf("v%d", 3+i))
+			c.mu.Lock()
+			c.vendors[slices.Index(c.vendors, v)] = nv
+			c.mu.Unlock()
+			time.Sleep(ttl / 2)
+		}
+	}
+	wg.Wait()
+	violations, dups := checkOrder(calls)
+	t.Logf("%d replies, %d errors, %d order violations, %d repeated IDs", len(calls), errs.Load(), violations, dups)
+	if len(calls) < 100 {
+		t.Fatalf("only %d replies", len(calls))
+	}
+	if violations != 0 || dups != 0 {
+		t.Fatalf("%d order violations and %d repeats", violations, dups)
+	}
+}
+
+// The checker finds what it is there to find.
+func TestCheckOrderFindsViolations(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ok := []call{{at(0), at(2), 1, 5, nil}, {at(3), at(4), 6, 6, nil}, {at(1), at(5), 7, 9, nil}}
+	if v, d := checkOrder(ok); v != 0 || d != 0 {
+		t.Fatalf("in order: %d, %d", v, d)
+	}
+	// The second was sent after the first was received, but is below it.
+	back := []call{{at(0), at(2), 10, 12, nil}, {at(3), at(4), 6, 6, nil}}
+	if v, _ := checkOrder(back); v != 1 {
+		t.Fatalf("backwards: %d violations, want 1", v)
+	}
+	// Overlapping calls may come in any order, but not repeat.
+	rep := []call{{at(0), at(5), 10, 12, nil}, {at(1), at(4), 12, 13, nil}}
+	if v, d := checkOrder(rep); v != 0 || d != 1 {
+		t.Fatalf("repeat: %d, %d", v, d)
+	}
+}
