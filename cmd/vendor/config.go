@@ -240,6 +240,7 @@ Usage:
   vendor tags list
   vendor tags set-step <tag> <N>
   vendor tags delete <tag>
+  vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows
 
 Requests (nats req <subject> <count>; empty body means one ID):
   <prefix>.snowflake          snowflake IDs
