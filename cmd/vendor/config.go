@@ -57,6 +57,9 @@ type Config struct {
 	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
 	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
+
+	// Coming from Leaf: docs/migrating-from-leaf.md.
+	HTTPLeafAPI bool `envconfig:"HTTP_LEAF_API" default:"false" desc:"also serve Leaf's HTTP API on LEAF_HTTP_ADDR: /api/segment/get/<tag>, /api/snowflake/get/<key> (docs/migrating-from-leaf.md)"`
 }
 
 const envPrefix = "LEAF"
@@ -80,6 +83,8 @@ func kindOf(typeName string) string {
 		return "a duration such as 30s or 5ms"
 	case "int", "int64":
 		return "a whole number"
+	case "bool":
+		return "true or false"
 	}
 	return "a " + typeName
 }
@@ -132,6 +137,9 @@ func (c Config) validate() error {
 	}
 	if c.ClockTolerance < 0 || c.ClockTolerance > time.Second {
 		errs = append(errs, fmt.Errorf("LEAF_CLOCK_TOLERANCE %v: want 0..1s", c.ClockTolerance))
+	}
+	if c.HTTPLeafAPI && c.HTTPAddr == "" {
+		errs = append(errs, errors.New("LEAF_HTTP_LEAF_API=true serves Leaf's API on LEAF_HTTP_ADDR, which is empty: set LEAF_HTTP_ADDR (such as 0.0.0.0:8080, Leaf's port)"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("LEAF_LOG_FORMAT %q: want text or json", c.LogFormat))
@@ -236,11 +244,15 @@ Usage:
   vendor tags list
   vendor tags set-step <tag> <N>
   vendor tags delete <tag>
+  vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows
 
 Requests (nats req <subject> <count>; empty body means one ID):
   <prefix>.snowflake          snowflake IDs
   <prefix>.segment.<tag>      segment IDs of business tag <tag>
   <prefix>.snowflake.decode   body: one ID; reply: its time, worker ID and sequence
+
+Leaf's HTTP API, with LEAF_HTTP_LEAF_API=true, on LEAF_HTTP_ADDR:
+  GET /api/segment/get/<tag>  GET /api/snowflake/get/<key>
 
 Configuration (environment):
 `)

@@ -33,7 +33,7 @@ type httpServer struct {
 	wg   sync.WaitGroup
 }
 
-func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) (*httpServer, error) {
+func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nats.Conn, leaf *leafAPI, log *slog.Logger) (*httpServer, error) {
 	hs := &httpServer{}
 	if cfg.HTTPAddr == "" {
 		return hs, nil
@@ -65,6 +65,9 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nat
 		}
 		writeJSON(rw, clusterView(stats))
 	})
+	if leaf != nil {
+		mux.Handle("/api/", leaf)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("LEAF_HTTP_ADDR %s: %w (set LEAF_HTTP_ADDR to a free address, or empty to disable)", cfg.HTTPAddr, err)
@@ -77,6 +80,9 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nat
 		}
 	})
 	log.Info("status page, metrics and health", "url", "http://"+hs.addr+"/")
+	if leaf != nil {
+		log.Info("serving Leaf's HTTP API (LEAF_HTTP_LEAF_API)", "segment", "http://"+hs.addr+leafSegmentPath+"<tag>", "snowflake", "http://"+hs.addr+leafSnowflakePath+"<key>")
+	}
 	return hs, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,6 +21,7 @@ const tagsUsage = `Usage:
   vendor tags set-step <tag> <N>
   vendor tags set-mode <tag> <strict|normal>
   vendor tags delete <tag>
+  vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows (import -h)
 
 Tags live in Postgres when LEAF_POSTGRES_URL is set, else in the JetStream KV
 bucket leaf_segments: on LEAF_NATS_URL, on a vendor running with the embedded
@@ -41,7 +43,7 @@ const maxTableStep = 1_000_000
 // runTags manages business tags in the configured store.
 func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "vendor tags: add, list, set-step or delete?\n\n%s", tagsUsage)
+		fmt.Fprintf(stderr, "vendor tags: add, list, set-step, delete or import?\n\n%s", tagsUsage)
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -74,6 +76,9 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
 func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+	if args[0] == "import" {
+		return tagsImport(ctx, cfg, args[1:], os.Stdin, stdout)
+	}
 	fs := flag.NewFlagSet("vendor tags "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")

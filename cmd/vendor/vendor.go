@@ -64,6 +64,7 @@ type vendor struct {
 	svcConn   *nats.Conn   // the service's; drained at Close
 	svcClosed <-chan struct{}
 	svc       *vending.Service
+	leafAPI   *leafAPI // nil unless LEAF_HTTP_LEAF_API
 	http      *httpServer
 }
 
@@ -135,21 +136,25 @@ func (v *vendor) open(ctx context.Context) error {
 	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected)
 	state.leaseTTL = func() time.Duration { return max(cfg.WorkerLeaseTTL, time.Duration(v.leaseTTL.Load())) }
 	reg := newRegistry(state)
+	obs := newRequestMetrics(reg)
+	sf := guardedSnowflake{v.keeper, v.guard}
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
 		MaxBatch:      cfg.MaxBatch,
 		MaxRangeBatch: cfg.MaxRangeBatch,
-		Snowflake:     guardedSnowflake{v.keeper, v.guard},
+		Snowflake:     sf,
 		Epoch:         cfg.Epoch,
 		Segments:      v.segs,
 		Stats:         func() any { return state.snapshot(false) },
-		Observer:      newRequestMetrics(reg),
+		Observer:      obs,
 		Logger:        log,
 	}); err != nil {
 		return err
 	}
-	if v.http, err = startHTTP(cfg, state, reg, v.svcConn, log); err != nil {
+	// Leaf's HTTP API takes IDs from the same sources, past the same gates.
+	v.leafAPI = newLeafAPI(cfg, sf, v.segs, obs, reg)
+	if v.http, err = startHTTP(cfg, state, reg, v.svcConn, v.leafAPI, log); err != nil {
 		return err
 	}
 	if err := v.waitClaimed(ctx); err != nil {
@@ -465,6 +470,9 @@ func (v *vendor) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("the drain did not finish within %v", drainTimeout))
 			v.svcConn.Close()
 		}
+	}
+	if v.leafAPI != nil {
+		v.leafAPI.close() // its requests are answered before the worker ID goes
 	}
 	if v.keeper != nil {
 		if err := v.keeper.Close(ctx); err != nil {

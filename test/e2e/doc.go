@@ -23,6 +23,10 @@
 //     build of the vendor reads (cmd/vendor/clock_e2e.go).
 //   - TestWorkerIDExhaustion, TestConcurrentFirstStarts: 1,025 claims for
 //     1,024 worker IDs; 20 vendors starting at once.
+//   - TestLeafHTTPFlood, TestLeafSnowflakeSideBySide: Leaf's HTTP API
+//     (LEAF_HTTP_LEAF_API) flooded by 256 clients while NATS requests must
+//     all be served; simulated Leaf snowflake servers (worker IDs 0-3)
+//     vending beside vendors with LEAF_WORKER_ID_RANGE=16-1023.
 //   - TestHostileRequests: malformed counts, tags and subjects against
 //     running vendors, with no crash and no store write. The codec and tag
 //     parser are also fuzzed (FuzzParseCount, FuzzDecodeText in vending,
