@@ -56,6 +56,7 @@ type vendor struct {
 	srv       *server.Server        // embedded server; nil with LEAF_NATS_URL
 	newStore  bool                  // the embedded server's store was created empty by this process
 	dataConn  *nats.Conn            // leases and stores; up until the lease is released
+	peers     *peerAsker            // asks the live vendors, on dataConn
 	guard     *contractGuard
 	segs      *segments
 	stopClock func()
@@ -94,6 +95,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.dataConn, _, err = connect(natsURL, cfg, "leaf-vendor-data", log); err != nil {
 		return err
 	}
+	v.peers = newPeerAsker(v.dataConn, log)
 	js, err := jetstream.New(v.dataConn)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -146,7 +148,7 @@ func (v *vendor) open(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if v.http, err = startHTTP(cfg, state, reg, v.svcConn, log); err != nil {
+	if v.http, err = startHTTP(cfg, state, reg, v.peers, log); err != nil {
 		return err
 	}
 	if err := v.waitClaimed(ctx); err != nil {
@@ -199,7 +201,7 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 		return err
 	}
 	v.segs = segs
-	peers := func(ctx context.Context) ([]status, error) { return v.peers(ctx), nil }
+	peers := func(ctx context.Context) ([]status, error) { return v.livePeers(ctx), nil }
 	if v.guard, err = openContractGuard(ctx, cfg, v.log, js, contracts, st, peers); err != nil {
 		return err
 	}
@@ -207,10 +209,10 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 	return nil
 }
 
-// peers returns the status of every live vendor but this one that answers
-// in time.
-func (v *vendor) peers(ctx context.Context) []status {
-	rs, _ := liveVendors(ctx, v.dataConn, snowflake.SystemClock{}, instanceName())
+// livePeers returns the status of every live vendor but this one that
+// answers in time.
+func (v *vendor) livePeers(ctx context.Context) []status {
+	rs, _ := liveVendors(ctx, v.peers, snowflake.SystemClock{}, instanceName())
 	sts := make([]status, len(rs))
 	for i, r := range rs {
 		sts[i] = r.st
@@ -345,7 +347,7 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 			r.Report(err.Error())
 			return nil, err
 		}
-		samples, peers, err := sampleClocks(ctx, v.dataConn, js, clock, instanceName())
+		samples, peers, err := sampleClocks(ctx, v.peers, js, clock, instanceName())
 		if err != nil {
 			return nil, err
 		}
@@ -394,7 +396,7 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 		// A live vendor that can still vend with this worker ID keeps it
 		// in another JetStream: within one, the claim waited until every
 		// earlier holder's deadline had passed.
-		if why := vendingWith(v.peers(ctx), l.ID()); why != "" {
+		if why := vendingWith(v.livePeers(ctx), l.ID()); why != "" {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			l.Release(rctx, l.Last())
@@ -546,6 +548,9 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if isStatsDenial(err) {
+				return // the peerAsker says it once
+			}
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
