@@ -232,6 +232,7 @@ Usage:
   vendor tags list
   vendor tags set-step <tag> <N>
   vendor tags delete <tag>
+  vendor version              version, VCS revision and Go version (also --version)
 
 Requests (nats req <subject> <count>; empty body means one ID):
   <prefix>.snowflake          snowflake IDs

@@ -95,16 +95,18 @@ var (
 	descClockRefuse = prometheus.NewDesc("leaf_clock_backward_refused_total", "Requests refused (503) because the clock was too far behind.", nil, nil)
 	descClockWaited = prometheus.NewDesc("leaf_clock_backward_wait_seconds_total", "Time spent waiting out small backwards clock steps.", nil, nil)
 	descWorkerID    = prometheus.NewDesc("leaf_worker_id", "Worker ID held (-1: none).", []string{"mode"}, nil)
-	descLeaseExpiry = prometheus.NewDesc("leaf_worker_lease_expiry_seconds", "Unix time until which the worker may vend with its ID.", nil, nil)
+	descLeaseExpiry = prometheus.NewDesc("leaf_worker_lease_expiry_timestamp_seconds", "Unix time until which the worker may vend with its ID.", nil, nil)
 	descRenewals    = prometheus.NewDesc("leaf_worker_lease_renewals_total", "Successful worker-ID lease renewals.", nil, nil)
 	descRenewFails  = prometheus.NewDesc("leaf_worker_lease_renewal_failures_total", "Failed worker-ID lease renewals.", nil, nil)
 	descReady       = prometheus.NewDesc("leaf_ready", "1 while the vendor can vend (what /readyz says).", nil, nil)
+	descConnected   = prometheus.NewDesc("leaf_nats_connected", "1 while the vendor's service connection to NATS is up.", nil, nil)
+	descSnowEnd     = prometheus.NewDesc("leaf_snowflake_epoch_end_timestamp_seconds", "Unix time at which the 41 time bits after LEAF_EPOCH run out: snowflake requests are refused from then on.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSegLeft, descSegNext, descSegStep, descSegLoads, descSegFailures,
 		descSegLoadDur, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
-		descLeaseExpiry, descRenewals, descRenewFails, descReady} {
+		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd} {
 		ch <- d
 	}
 }
@@ -138,6 +140,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRenewals, float64(s.Worker.Renewals))
 	counter(descRenewFails, float64(s.Worker.RenewalFailures))
 	gauge(descReady, b2f(s.Ready))
+	gauge(descConnected, b2f(s.NATS))
+	gauge(descSnowEnd, float64(s.Contract.SnowflakeEnds.UnixMilli())/1000)
 }
 
 func b2f(b bool) float64 {
@@ -148,10 +152,11 @@ func b2f(b bool) float64 {
 }
 
 // newRegistry returns the vendor's registry with the Go and process
-// collectors and the state collector.
-func newRegistry(v *vendorState) *prometheus.Registry {
+// collectors, the state collector and leaf_build_info.
+func newRegistry(v *vendorState, build buildInfo) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		stateCollector{v})
+	build.register(reg)
 	return reg
 }

@@ -75,6 +75,8 @@ type contractState struct {
 	// LEAF_WORKER_ID_RANGE): peers compare theirs with them.
 	Epoch     int64  `json:"epoch"`
 	WorkerIDs string `json:"worker_ids"`
+	// SnowflakeEnds is when the 41 time bits after Epoch run out.
+	SnowflakeEnds time.Time `json:"snowflake_ends"`
 	// Note is why the last check could not complete; Refused why segment
 	// requests are refused, SnowflakeRefused why snowflake ones are.
 	Note             string `json:"note,omitempty"`
@@ -169,6 +171,7 @@ func (v *vendorState) snapshot(withRows bool) status {
 	s.Worker.LeaseTTL = v.leaseTTL()
 	s.Contract.Segments, s.Contract.Note = v.guard.status()
 	s.Contract.Epoch, s.Contract.WorkerIDs = v.guard.want.Epoch, v.guard.want.WorkerIDs
+	s.Contract.SnowflakeEnds = snowflakeEnds(s.Contract.Epoch)
 	if err := v.guard.segmentsErr(); err != nil {
 		s.Contract.Refused = err.Error()
 	}
@@ -244,4 +247,11 @@ func (v *vendorState) storeRows() ([]rowStatus, string) {
 		}
 	}
 	return v.rows, v.rowErr
+}
+
+// snowflakeEnds is the first millisecond the time bits after epoch cannot
+// hold: from then on every snowflake request is refused (uid-generator's
+// users met theirs in production, its issue #100).
+func snowflakeEnds(epoch int64) time.Time {
+	return time.UnixMilli(epoch + 1<<snowflake.TimeBits).UTC()
 }

@@ -98,7 +98,10 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 		`leaf_request_duration_seconds_count{mode="segment"} 4`,
 		`leaf_segment_next_ready{tag="order"} 1`,
 		`leaf_store_up{store="jetstream-kv"} 1`,
-		`leaf_worker_lease_expiry_seconds`,
+		`leaf_worker_lease_expiry_timestamp_seconds`,
+		`leaf_nats_connected 1`,
+		`leaf_snowflake_epoch_end_timestamp_seconds 3.487858230209e+09`,
+		`leaf_build_info{goversion="go`,
 		`leaf_clock_backward_steps_total 0`,
 		`leaf_ready 1`,
 	} {

@@ -133,12 +133,14 @@ func (v *vendor) open(ctx context.Context) error {
 	}
 	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected)
 	state.leaseTTL = func() time.Duration { return max(cfg.WorkerLeaseTTL, time.Duration(v.leaseTTL.Load())) }
-	reg := newRegistry(state)
+	build := readBuildInfo()
+	reg := newRegistry(state, build)
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
 		MaxBatch:      cfg.MaxBatch,
 		MaxRangeBatch: cfg.MaxRangeBatch,
+		Version:       build.Version,
 		Snowflake:     guardedSnowflake{v.keeper, v.guard},
 		Epoch:         cfg.Epoch,
 		Segments:      v.segs,
