@@ -451,6 +451,12 @@ func TestSecurityDocsConfig(t *testing.T) {
 		if ids := requestIDs(t, client, "leaf.segment.order", 2); ids[0] != 1 || ids[1] != 2 {
 			t.Fatalf("segment IDs %v, want [1 2]", ids)
 		}
+		// An unknown tag waits for the store: its 404 is noted to the
+		// vendor's own endpoint (leaf.waited.>).
+		msg, err := client.Request("leaf.segment.nosuch", nil, 5*time.Second)
+		if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "404" {
+			t.Fatalf("unknown tag: %v %v", err, msg)
+		}
 	})
 	t.Run("client cannot serve or read the buckets", func(t *testing.T) {
 		for _, subj := range []string{"leaf.>", "leaf.snowflake", "$KV.leaf_workers.>", "$SRV.>"} {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,9 +14,10 @@ import (
 	"github.com/leaf-nats/leaf/vending"
 )
 
-// requestMetrics counts requests for vending.Observer. The label children of
-// each (mode, tag, code) are resolved once and cached, so the hot path does
-// a map read under a read lock and three atomic adds.
+// requestMetrics counts requests for vending.Observer, for /metrics and for
+// the status page (which reads the same counts: one truth). The label
+// children of each (mode, tag, code) are resolved once and cached, so the
+// hot path does a map read under a read lock and a few atomic adds.
 type requestMetrics struct {
 	requests *prometheus.CounterVec
 	ids      *prometheus.CounterVec
@@ -31,6 +35,12 @@ type obsKey struct {
 type obsChildren struct {
 	requests, ids prometheus.Counter
 	latency       prometheus.Observer
+	totals        *obsTotals
+}
+
+// obsTotals are the counts of one (mode, tag, code) for the status page.
+type obsTotals struct {
+	requests, ids, nanos atomic.Int64
 }
 
 func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
@@ -62,12 +72,17 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 		c = obsChildren{
 			requests: m.requests.WithLabelValues(mode, tag, strconv.Itoa(code)),
 			latency:  m.latency.WithLabelValues(mode),
+			totals:   &obsTotals{},
 		}
 		if code == vending.CodeOK && mode != vending.ModeDecode { // only these hand out IDs
 			c.ids = m.ids.WithLabelValues(mode, tag)
 		}
 		m.mu.Lock()
-		m.children[k] = c
+		if prev, ok := m.children[k]; ok {
+			c = prev // another request resolved it first
+		} else {
+			m.children[k] = c
+		}
 		m.mu.Unlock()
 	}
 	c.requests.Inc()
@@ -75,6 +90,37 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 		c.ids.Add(float64(ids))
 	}
 	c.latency.Observe(took.Seconds())
+	c.totals.requests.Add(1)
+	c.totals.ids.Add(int64(ids))
+	c.totals.nanos.Add(int64(took))
+}
+
+// requestCount is what the status page shows of one (mode, tag, code):
+// the counts of leaf_requests_total and leaf_ids_total, and the time taken.
+type requestCount struct {
+	Mode     string        `json:"mode"`
+	Tag      string        `json:"tag"`
+	Code     int           `json:"code"`
+	Requests int64         `json:"requests"`
+	IDs      int64         `json:"ids"`
+	Took     time.Duration `json:"took_ns"`
+}
+
+// counts returns the counts so far, sorted by mode, tag and code.
+func (m *requestMetrics) counts() []requestCount {
+	if m == nil {
+		return nil
+	}
+	m.mu.RLock()
+	out := make([]requestCount, 0, len(m.children))
+	for k, c := range m.children {
+		out = append(out, requestCount{k.mode, k.tag, k.code, c.totals.requests.Load(), c.totals.ids.Load(), time.Duration(c.totals.nanos.Load())})
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b requestCount) int {
+		return cmp.Or(cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Tag, b.Tag), cmp.Compare(a.Code, b.Code))
+	})
+	return out
 }
 
 // stateCollector reads the vendor's state at scrape time: segment buffers,

@@ -176,9 +176,12 @@ func clusterView(stats []micro.Stats) []clusterEntry {
 		e := clusterEntry{ID: st.ID}
 		var took time.Duration
 		for _, ep := range st.Endpoints {
-			e.Requests += ep.NumRequests
 			e.Errors += ep.NumErrors
-			took += ep.ProcessingTime
+			if ep.Name != vending.EndpointWaited {
+				// Its requests are the segment endpoint's, sent on.
+				e.Requests += ep.NumRequests
+				took += ep.ProcessingTime
+			}
 			var s status
 			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
 				e.Data = clusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker}

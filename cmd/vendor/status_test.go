@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,8 +17,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // httpURL returns the vendor's status page URL from its log.
@@ -204,5 +208,85 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if clusterRows != 2 || strings.Count(cluster, "ready") < 2 {
 		t.Fatalf("cluster table shows %d vendors: %q", clusterRows, cluster)
+	}
+}
+
+// TestSlowPathErrorsAgree checks that micro stats, the status page and
+// /metrics count the same errors when they are answered after waiting for
+// the store: 404s for unknown tags and 503s with the store down.
+func TestSlowPathErrorsAgree(t *testing.T) {
+	pg := pgtest.StartServer(t)
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_POSTGRES_URL", pg.DSN())
+	var out syncBuffer
+	if code := run(context.Background(), []string{"tags", "add", "order", "-step", "10"}, &out, &out); code != 0 {
+		t.Fatalf("tags add: %d %s", code, out.String())
+	}
+	_, logs := startVendor(t, map[string]string{"LEAF_NATS_STORE_DIR": t.TempDir()})
+	url := httpURL(t, logs)
+	codes := map[string]int{}
+	ask := func(subject, body string) {
+		t.Helper()
+		msg, err := nc.Request(subject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes[cmp.Or(msg.Header.Get(micro.ErrorCodeHeader), "200")]++
+	}
+	for i := range 3 {
+		ask(fmt.Sprintf("leaf.segment.nosuch%d", i), "")
+	}
+	pg.Stop()
+	for range 20 {
+		ask("leaf.segment.order", "10") // empties the buffers, then 503s
+	}
+	if codes["404"] != 3 || codes["503"] == 0 {
+		t.Fatalf("replies by code %v, want three 404s and some 503s", codes)
+	}
+	wantErrors := codes["404"] + codes["503"]
+
+	var st micro.Stats
+	msg, err := nc.Request("$SRV.STATS.leaf", nil, 5*time.Second)
+	if err != nil || json.Unmarshal(msg.Data, &st) != nil {
+		t.Fatalf("micro stats: %v", err)
+	}
+	microErrors := 0
+	for _, ep := range st.Endpoints {
+		microErrors += ep.NumErrors
+	}
+
+	_, metrics := get(t, url+"metrics")
+	metricErrors := 0
+	for _, m := range regexp.MustCompile(`(?m)^leaf_requests_total\{code="(\d+)",[^}]*\} (\d+)$`).FindAllStringSubmatch(metrics, -1) {
+		if m[1] != "200" {
+			n, _ := strconv.Atoi(m[2])
+			metricErrors += n
+		}
+	}
+
+	var page status
+	_, body := get(t, url+"status.json")
+	if err := json.Unmarshal([]byte(body), &page); err != nil {
+		t.Fatal(err)
+	}
+	pageErrors := 0
+	for _, c := range page.Requests {
+		if c.Code != vending.CodeOK {
+			pageErrors += int(c.Requests)
+		}
+	}
+	var cluster []clusterEntry
+	_, body = get(t, url+"cluster.json")
+	if err := json.Unmarshal([]byte(body), &cluster); err != nil || len(cluster) != 1 {
+		t.Fatalf("cluster.json: %v %s", err, body)
+	}
+	if microErrors != wantErrors || metricErrors != wantErrors || pageErrors != wantErrors || cluster[0].Errors != wantErrors {
+		t.Fatalf("errors: clients saw %d, micro stats %d, /metrics %d, status page %d, cluster table %d",
+			wantErrors, microErrors, metricErrors, pageErrors, cluster[0].Errors)
+	}
+	if cluster[0].Requests != 23 {
+		t.Errorf("cluster table counts %d requests, want 23 (none twice)", cluster[0].Requests)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -135,6 +137,7 @@ func (v *vendor) open(ctx context.Context) error {
 	state.leaseTTL = func() time.Duration { return max(cfg.WorkerLeaseTTL, time.Duration(v.leaseTTL.Load())) }
 	build := readBuildInfo()
 	reg := newRegistry(state, build)
+	state.requests = newRequestMetrics(reg)
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
@@ -144,9 +147,22 @@ func (v *vendor) open(ctx context.Context) error {
 		Snowflake:     guardedSnowflake{v.keeper, v.guard},
 		Epoch:         cfg.Epoch,
 		Segments:      v.segs,
-		Stats:         func() any { return state.snapshot(false) },
-		Observer:      newRequestMetrics(reg),
-		Logger:        log,
+		Stats:         state.endpointStats(build),
+		Metadata: map[string]string{
+			"instance":       state.instance,
+			"revision":       build.Revision,
+			"go_version":     build.GoVersion,
+			"worker_ids":     cfg.WorkerIDRange,
+			"epoch":          strconv.FormatInt(cfg.Epoch, 10),
+			"snowflake_ends": snowflakeEnds(cfg.Epoch).Format(time.RFC3339),
+			"segment_store":  v.segs.kind,
+			// The worker ID is live state (claimed after the service
+			// starts, maybe another after a lost lease): the endpoints'
+			// stats carry it; a static one is here too.
+			"worker_id": cmp.Or(cfg.WorkerID, "claimed from KV: see each endpoint's stats"),
+		},
+		Observer: state.requests,
+		Logger:   log,
 	}); err != nil {
 		return err
 	}
@@ -537,6 +553,7 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		return nil, nil, err
 	}
 	closed := make(chan struct{})
+	var waitedDenied atomic.Bool
 	opts = append(opts,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -552,6 +569,13 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if isStatsDenial(err) {
 				return // the peerAsker says it once
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+cfg.SubjectPrefix+".waited.") {
+				// Once per slow request: say it once.
+				if waitedDenied.CompareAndSwap(false, true) {
+					log.Warn("NATS refuses this vendor's notes of the replies that waited for the store: clients are answered, but `nats micro stats` misses their errors. Grant this vendor's NATS user publish on "+cfg.SubjectPrefix+".waited.> (docs/security.md)", "conn", name)
+				}
+				return
 			}
 			subj := ""
 			if sub != nil {
