@@ -295,43 +295,54 @@ func TestComposeVendors(t *testing.T) {
 	}
 }
 
+// prometheusConfig is the part of docker/prometheus/prometheus.yml the
+// tests read.
+type prometheusConfig struct {
+	RuleFiles     []string `yaml:"rule_files"`
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		MetricsPath   string `yaml:"metrics_path"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+// mountOf returns where service s mounts the file or folder src, or "".
+func mountOf(s service, src string) string {
+	for _, v := range s.Volumes {
+		if from, to, ok := strings.Cut(v, ":"); ok && from == src {
+			to, _, _ = strings.Cut(to, ":")
+			return to
+		}
+	}
+	return ""
+}
+
 func TestPrometheusScrapesEveryVendor(t *testing.T) {
 	c := loadCompose(t)
 	prom := c.Services[c.byImage("prom/prometheus")[0]]
-	mounted := false
-	for _, v := range prom.Volumes {
-		if strings.HasPrefix(v, "./docker/prometheus.yml:") {
-			mounted = true
-		}
-	}
-	if !mounted {
-		t.Fatal("the prometheus service does not mount ./docker/prometheus.yml")
+	if mountOf(prom, "./docker/prometheus/prometheus.yml") != "/etc/prometheus/prometheus.yml" {
+		t.Fatal("the prometheus service does not mount ./docker/prometheus/prometheus.yml as its configuration")
 	}
 	if !slices.ContainsFunc(prom.Ports, func(s string) bool { p, err := parsePort(s); return err == nil && p.host == 9090 }) {
 		t.Error("Prometheus is not published on port 9090")
 	}
-	data, err := os.ReadFile(filepath.Join(root, "docker", "prometheus.yml"))
+	data, err := os.ReadFile(filepath.Join(root, "docker", "prometheus", "prometheus.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg struct {
-		ScrapeConfigs []struct {
-			MetricsPath   string `yaml:"metrics_path"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
+	var cfg prometheusConfig
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("docker/prometheus.yml: %v", err)
+		t.Fatalf("docker/prometheus/prometheus.yml: %v", err)
 	}
-	var targets []string
+	targets := map[string][]string{}
 	for _, sc := range cfg.ScrapeConfigs {
 		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
-			t.Errorf("metrics_path %q: the vendor serves /metrics", sc.MetricsPath)
+			t.Errorf("metrics_path %q: the vendor and the exporter serve /metrics", sc.MetricsPath)
 		}
 		for _, st := range sc.StaticConfigs {
-			targets = append(targets, st.Targets...)
+			targets[sc.JobName] = append(targets[sc.JobName], st.Targets...)
 		}
 	}
 	var want []string
@@ -339,9 +350,38 @@ func TestPrometheusScrapesEveryVendor(t *testing.T) {
 		_, p, _ := net.SplitHostPort(c.Services[name].Environment["LEAF_HTTP_ADDR"])
 		want = append(want, net.JoinHostPort(name, p))
 	}
-	slices.Sort(targets)
-	if !slices.Equal(targets, want) {
-		t.Errorf("prometheus targets %v, want each vendor's LEAF_HTTP_ADDR %v", targets, want)
+	// The alerting rules name the job.
+	slices.Sort(targets["leaf-vendor"])
+	if !slices.Equal(targets["leaf-vendor"], want) {
+		t.Errorf("job leaf-vendor targets %v, want each vendor's LEAF_HTTP_ADDR %v", targets["leaf-vendor"], want)
+	}
+
+	// One exporter per NATS node, each scraped.
+	exporters := c.byImage("natsio/prometheus-nats-exporter")
+	var exported, wantExporters []string
+	for _, name := range exporters {
+		s := c.Services[name]
+		u, err := url.Parse(s.Command[len(s.Command)-1])
+		if err != nil || u.Port() != "8222" {
+			t.Errorf("%s: last argument %q: want the monitoring URL http://<nats node>:8222", name, s.Command[len(s.Command)-1])
+			continue
+		}
+		exported = append(exported, u.Hostname())
+		wantExporters = append(wantExporters, name+":7777")
+	}
+	slices.Sort(exported)
+	if nodes := c.byImage("nats:"); !slices.Equal(exported, nodes) {
+		t.Errorf("the NATS exporters read %v, want every NATS node %v", exported, nodes)
+	}
+	slices.Sort(targets["nats"])
+	if !slices.Equal(targets["nats"], wantExporters) {
+		t.Errorf("job nats targets %v, want every exporter %v", targets["nats"], wantExporters)
+	}
+
+	// The rules Prometheus loads are the ones the tests check.
+	at := mountOf(prom, "./docker/prometheus/leaf-rules.yml")
+	if at == "" || !slices.Contains(cfg.RuleFiles, at) {
+		t.Errorf("Prometheus loads rules %v; want ./docker/prometheus/leaf-rules.yml mounted (at %q) and listed", cfg.RuleFiles, at)
 	}
 }
 

@@ -3,7 +3,9 @@
 // Docker Compose's own validation of compose.yaml (`docker compose config`),
 // that every file, volume and service it references exists, that no two
 // services publish one port, that the vendors reach every NATS node and the
-// database Compose defines, that Prometheus scrapes every vendor and that
+// database Compose defines, that Prometheus scrapes every vendor and NATS
+// node and loads the alerting rules (which promtool checks and unit-tests),
+// that the Grafana dashboard reads only metrics a real vendor exposes, and that
 // docker/nats.conf parses as the server reads it, and that .dockerignore
 // keeps every file the image is built from. (That compose.yaml sets only
 // variables the vendor reads is tested in cmd/vendor, by reflection on its

@@ -47,6 +47,13 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	apt_install nodejs npm
 fi
 
+# The alerting rules are checked and unit-tested, and /metrics linted, by
+# promtool, which Debian ships in its prometheus package.
+if ! command -v promtool >/dev/null; then
+	log "promtool not found; installing the prometheus package for the rules' tests"
+	apt_install prometheus
+fi
+
 # compose.yaml is validated by Docker Compose itself (no engine needed).
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
 	log "docker compose not found; installing docker-compose to validate compose.yaml"

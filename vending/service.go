@@ -1,7 +1,9 @@
 package vending
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,9 +90,11 @@ type Config struct {
 	// Segments serves <prefix>.segment.<tag> when set. It bounds how long a
 	// request waits for its store itself (segment.Options.Wait).
 	Segments Segments
-	// Stats, when set, adds its value to the service's stats replies
-	// ($SRV.STATS.leaf).
-	Stats func() any
+	// Stats, when set, gives the data of each endpoint's stats in the
+	// service's stats replies ($SRV.STATS.leaf), by endpoint name.
+	Stats func(endpoint string) any
+	// Metadata is added to the service's own (`nats micro info leaf`).
+	Metadata map[string]string
 	// Observer, when set, is told about every request.
 	Observer Observer
 	// Logger receives subscription errors and internal errors. Default:
@@ -174,8 +178,13 @@ type Service struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // orders wg.Add against Stop's wg.Wait
+	mu       sync.Mutex // orders wg.Add and notes to the waited endpoint against Stop
 	stopping bool
+
+	// waited is the subject of this instance's endpoint that counts the
+	// replies of requests that waited for the store; token proves that a
+	// note to it comes from this instance.
+	waited, token string
 
 	internal errorLog
 }
@@ -188,29 +197,29 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	}
 	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	meta := map[string]string{
+		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
+		MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
+		"prefix":          c.Prefix,
+		"encodings":       EncodingText + "," + EncodingBinary + "," + EncodingRanges,
+		"encoding_header": EncodingHeader + ": " + EncodingText + " (default: ASCII decimals, one a line), " + EncodingBinary + " (8-byte big-endian IDs), " + EncodingRanges + " (runs of consecutive IDs as first,count pairs)",
+		"errors":          "headers " + micro.ErrorCodeHeader + " (400 bad request, 404 unknown tag, 503 cannot vend now, 500 a bug) and " + micro.ErrorHeader + " (what to do); the body is the same sentence",
+	}
+	for k, v := range c.Metadata {
+		meta[k] = v
+	}
 	mc := micro.Config{
 		Name:        ServiceName,
 		Version:     c.Version,
 		Description: "unique 64-bit IDs: snowflake and segment (Leaf)",
 		QueueGroup:  c.QueueGroup,
-		Metadata: map[string]string{
-			MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
-			MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
-			"prefix":          c.Prefix,
-			"encodings":       EncodingText + "," + EncodingBinary + "," + EncodingRanges,
-		},
+		Metadata:    meta,
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
 			s.log.Error("service subscription error", "subject", err.Subject, "err", err.Description)
 		},
 	}
 	if c.Stats != nil {
-		// Once per instance, not once per endpoint.
-		mc.StatsHandler = func(e *micro.Endpoint) any {
-			if e.Name != statsEndpoint(c) {
-				return nil
-			}
-			return c.Stats()
-		}
+		mc.StatsHandler = func(e *micro.Endpoint) any { return c.Stats(e.Name) }
 	}
 	svc, err := micro.AddService(nc, mc)
 	if err != nil {
@@ -230,30 +239,55 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	return s, nil
 }
 
-// statsEndpoint names the endpoint whose stats carry Config.Stats.
-func statsEndpoint(c Config) string {
-	if c.Snowflake != nil {
-		return "snowflake"
-	}
-	return "segment"
-}
+// Endpoint names, as micro stats and info show them.
+const (
+	EndpointSnowflake = "snowflake"
+	EndpointDecode    = "decode"
+	EndpointSegment   = "segment"
+	// EndpointWaited counts the replies of segment requests that waited
+	// for the store, errors included: its requests are a subset of the
+	// segment endpoint's, counted a second time.
+	EndpointWaited = "segment-waited"
+)
 
 func (s *Service) addEndpoints() error {
-	p := s.cfg.Prefix
-	if s.cfg.Snowflake != nil {
-		sf := &snowflakeHandler{s: s, src: s.cfg.Snowflake}
-		if err := s.svc.AddEndpoint("snowflake", sf, micro.WithEndpointSubject(p+".snowflake")); err != nil {
+	p, c := s.cfg.Prefix, s.cfg
+	count := fmt.Sprintf("empty for one ID, or an ASCII decimal count from 1 to %d", c.MaxBatch)
+	ids := "the IDs in ascending order, in the encoding the " + EncodingHeader + " header asks for"
+	if c.Snowflake != nil {
+		sf := &snowflakeHandler{s: s, src: c.Snowflake}
+		if err := s.svc.AddEndpoint(EndpointSnowflake, sf, micro.WithEndpointSubject(p+".snowflake"), micro.WithEndpointMetadata(map[string]string{
+			"request": count, "reply": ids, MetaMaxBatch: strconv.Itoa(c.MaxBatch),
+			"errors": "503 while the worker-ID lease is not held or the clock is behind",
+		})); err != nil {
 			return fmt.Errorf("vending: add snowflake endpoint: %w", err)
 		}
-		if err := s.svc.AddEndpoint("decode", micro.HandlerFunc(s.decode), micro.WithEndpointSubject(p+".snowflake.decode")); err != nil {
+		if err := s.svc.AddEndpoint(EndpointDecode, micro.HandlerFunc(s.decode), micro.WithEndpointSubject(p+".snowflake.decode"), micro.WithEndpointMetadata(map[string]string{
+			"request": "one snowflake ID as an ASCII decimal",
+			"reply":   `JSON {"id","time","timestamp_ms","worker_id","sequence"}; the id is a string`,
+			"epoch":   strconv.FormatInt(c.Epoch, 10),
+		})); err != nil {
 			return fmt.Errorf("vending: add decode endpoint: %w", err)
 		}
 	}
-	if s.cfg.Segments != nil {
-		sg := &segmentHandler{s: s, src: s.cfg.Segments, prefix: p + ".segment."}
-		sg.ss, _ = s.cfg.Segments.(StrictSegments)
-		if err := s.svc.AddEndpoint("segment", sg, micro.WithEndpointSubject(p+".segment.>")); err != nil {
+	if c.Segments != nil {
+		sg := &segmentHandler{s: s, src: c.Segments, prefix: p + ".segment."}
+		sg.ss, _ = c.Segments.(StrictSegments)
+		if err := s.svc.AddEndpoint(EndpointSegment, sg, micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
+			"subject":         p + ".segment.<tag>: a tag of letters, digits, '_' and '-' (vendor tags add <tag>)",
+			"request":         count + fmt.Sprintf(" (to %d in the %s encoding)", c.MaxRangeBatch, EncodingRanges),
+			"reply":           ids,
+			MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
+			MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
+			"errors":          "404 for a tag not in the store; 503 when the store is down and the tag's buffers are empty",
+		})); err != nil {
 			return fmt.Errorf("vending: add segment endpoint: %w", err)
+		}
+		s.waited, s.token = p+".waited."+s.svc.Info().ID, rand.Text()
+		if err := s.svc.AddEndpoint(EndpointWaited, micro.HandlerFunc(s.relay), micro.WithEndpointSubject(s.waited), micro.WithEndpointMetadata(map[string]string{
+			"internal": "counts this instance's replies to the segment requests that waited for the store, so that micro counts their errors; the segment endpoint counted those requests too",
+		})); err != nil {
+			return fmt.Errorf("vending: add %s endpoint: %w", EndpointWaited, err)
 		}
 	}
 	return nil
@@ -438,18 +472,24 @@ func (s *Service) slowSegment(req micro.Request, src Segments, tag, enc string, 
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		s.takeSlow(detached{req, s.nc}, src, tag, enc, n, start)
+		s.takeSlow(detached{req, s}, src, tag, enc, n, start)
 	}()
 }
 
 // detached answers a request after its handler has returned, publishing
 // on the connection itself: micro reads a request's state (its error, for
 // the stats) when the handler returns, so the request must not be written
-// to after that.
+// to after that. For micro to count the reply all the same, errors
+// included, as /metrics does, it then tells this instance's waited
+// endpoint, which answers that note as the reply was answered (to a
+// subject no one reads).
 type detached struct {
 	micro.Request
-	nc *nats.Conn
+	s *Service
 }
+
+// tokenHeader carries Service.token on a note to the waited endpoint.
+const tokenHeader = "Leaf-Waited"
 
 func (d detached) Respond(data []byte, opts ...micro.RespondOpt) error {
 	return d.publish(&nats.Msg{Subject: d.Reply(), Data: data}, opts)
@@ -466,7 +506,39 @@ func (d detached) publish(m *nats.Msg, opts []micro.RespondOpt) error {
 	for _, o := range opts {
 		o(m)
 	}
-	return d.nc.PublishMsg(m)
+	if err := d.s.nc.PublishMsg(m); err != nil {
+		return err
+	}
+	note := &nats.Msg{Subject: d.s.waited, Reply: d.s.waited + ".counted", Header: nats.Header{}}
+	note.Header.Set(tokenHeader, d.s.token)
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		note.Header.Set(micro.ErrorCodeHeader, code)
+		note.Header.Set(micro.ErrorHeader, m.Header.Get(micro.ErrorHeader))
+	}
+	// Under the lock, a note is published before Stop drains the waited
+	// endpoint, so the drain delivers it; after, it is left out.
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	if d.s.stopping {
+		return nil
+	}
+	return d.s.nc.PublishMsg(note)
+}
+
+// relay serves the waited endpoint: it answers a note of this instance as
+// the reply it notes was answered, so that micro counts it.
+func (s *Service) relay(req micro.Request) {
+	h := req.Headers()
+	if h.Get(tokenHeader) != s.token {
+		msg := "this subject counts a vendor's own replies: ask for IDs on " + s.cfg.Prefix + ".segment.<tag>"
+		req.Error(strconv.Itoa(CodeBadRequest), msg, []byte(msg))
+		return
+	}
+	if code := h.Get(micro.ErrorCodeHeader); code != "" {
+		req.Error(code, cmp.Or(h.Get(micro.ErrorHeader), code), nil)
+		return
+	}
+	req.Respond(nil)
 }
 
 func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n int, start time.Time) {

@@ -450,3 +450,110 @@ func TestStrictTagRepliesSaySo(t *testing.T) {
 		}
 	}
 }
+
+// tagSegments waits for the store for every tag: "down" finds it down, any
+// other tag is unknown, and "order" has IDs.
+type tagSegments struct{}
+
+var _ vending.Segments = tagSegments{}
+
+func (tagSegments) TryTakeRanges(string, []segment.Range, int64) ([]segment.Range, bool, error) {
+	return nil, false, nil
+}
+
+func (tagSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+	switch tag {
+	case "order":
+		return append(dst, segment.Range{First: 1, Count: n}), nil
+	case "down":
+		return dst, &segment.TagError{Tag: tag, Err: segment.ErrUnavailable}
+	}
+	return dst, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+}
+
+// Requests answered after waiting for the store count in micro stats as
+// they do for the Observer (the metrics): errors included.
+func TestSlowRepliesCountInMicroStats(t *testing.T) {
+	s := natstest.Server(t)
+	rec := &recorder{}
+	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Segments: tagSegments{}, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	nc := natstest.Conn(t, s)
+	want := map[string]int{}
+	for tag, code := range map[string]string{"order": "", "down": "503", "nosuch": "404"} {
+		for range 3 {
+			msg := request(t, nc, "leaf.segment."+tag, "2")
+			if got := msg.Header.Get(micro.ErrorCodeHeader); got != code {
+				t.Fatalf("%s: code %q, want %q (%s)", tag, got, code, msg.Data)
+			}
+			want[code]++
+		}
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(request(t, nc, "$SRV.STATS.leaf", "").Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int{}
+	for _, ep := range st.Endpoints {
+		got[ep.Name] = [2]int{ep.NumRequests, ep.NumErrors}
+	}
+	if got[vending.EndpointSegment] != [2]int{9, 0} || got[vending.EndpointWaited] != [2]int{9, 6} {
+		t.Fatalf("micro stats (requests, errors) %v; want 9 segment requests, answered by %s with 6 errors", got, vending.EndpointWaited)
+	}
+	rec.mu.Lock()
+	observedErrors := 0
+	for _, c := range rec.codes {
+		if c != vending.CodeOK {
+			observedErrors++
+		}
+	}
+	rec.mu.Unlock()
+	if observedErrors != 6 {
+		t.Fatalf("the observer saw %d errors, micro 6", observedErrors)
+	}
+
+	// Only this instance's replies go through: anyone else is told where
+	// to ask.
+	var waited string
+	for _, ep := range st.Endpoints {
+		if ep.Name == vending.EndpointWaited {
+			waited = ep.Subject
+		}
+	}
+	msg := request(t, nc, waited, "1")
+	if msg.Header.Get(micro.ErrorCodeHeader) != "400" || !strings.Contains(string(msg.Data), "leaf.segment.<tag>") {
+		t.Fatalf("a request to %s answered %v %q, want a 400", waited, msg.Header, msg.Data)
+	}
+}
+
+// Service and endpoints describe the API in `nats micro info leaf`.
+func TestMicroInfoDescribesTheAPI(t *testing.T) {
+	s := natstest.Server(t)
+	g, _ := snowflake.New(snowflake.Settings{WorkerID: 1})
+	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g, Segments: tagSegments{}, MaxBatch: 500,
+		Metadata: map[string]string{"worker_ids": "0-1023"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	var info micro.Info
+	if err := json.Unmarshal(request(t, natstest.Conn(t, s), "$SRV.INFO.leaf", "").Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"max_batch", "encodings", "encoding_header", "errors", "prefix", "worker_ids"} {
+		if info.Metadata[k] == "" {
+			t.Errorf("service metadata lacks %s: %v", k, info.Metadata)
+		}
+	}
+	for _, ep := range info.Endpoints {
+		if len(ep.Metadata) == 0 {
+			t.Errorf("endpoint %s has no metadata", ep.Name)
+		}
+		if ep.Name == vending.EndpointSegment && (!strings.Contains(ep.Metadata["subject"], "leaf.segment.<tag>") || ep.Metadata["max_batch"] != "500") {
+			t.Errorf("segment endpoint metadata %v", ep.Metadata)
+		}
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -432,11 +434,28 @@ func TestSecurityDocsConfig(t *testing.T) {
 		"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": pw["LEAF_VENDOR_PASSWORD"],
 	}))
 
+	t.Run("status page asks the other vendors", func(t *testing.T) {
+		// The cluster table's question ($SRV.STATS.leaf) is allowed: the
+		// page lists this vendor, and asking again logs nothing.
+		for range 3 {
+			code, body := get(t, httpURL(t, logs)+"cluster.json")
+			var list []clusterEntry
+			if code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list) != 1 || !list[0].Data.Ready {
+				t.Fatalf("/cluster.json under docs/nats-server.conf: %d %s", code, body)
+			}
+		}
+	})
 	client, clientErrs := permConn(t, url, "leaf-client", pw["LEAF_CLIENT_PASSWORD"])
 	t.Run("client gets IDs", func(t *testing.T) {
 		requestIDs(t, client, "leaf.snowflake", 3)
 		if ids := requestIDs(t, client, "leaf.segment.order", 2); ids[0] != 1 || ids[1] != 2 {
 			t.Fatalf("segment IDs %v, want [1 2]", ids)
+		}
+		// An unknown tag waits for the store: its 404 is noted to the
+		// vendor's own endpoint (leaf.waited.>).
+		msg, err := client.Request("leaf.segment.nosuch", nil, 5*time.Second)
+		if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "404" {
+			t.Fatalf("unknown tag: %v %v", err, msg)
 		}
 	})
 	t.Run("client cannot serve or read the buckets", func(t *testing.T) {
@@ -566,5 +585,49 @@ func wantDenied(t *testing.T, nc *nats.Conn, errs <-chan error, op, subject stri
 		case <-timeout:
 			t.Fatalf("%s on %q was not refused", op, subject)
 		}
+	}
+}
+
+// TestClusterTableWithoutPermission runs docs/nats-server.conf without the
+// vendor's permission to ask the others ($SRV.STATS.leaf): /cluster.json
+// says so (the page shows it), and refreshing the page logs nothing more.
+func TestClusterTableWithoutPermission(t *testing.T) {
+	for k, v := range map[string]string{
+		"LEAF_VENDOR_PASSWORD": "vendor-pw", "LEAF_CLIENT_PASSWORD": "client-pw",
+		"LEAF_ADMIN_PASSWORD": "admin-pw", "NATS_SYS_PASSWORD": "sys-pw", "NATS_SERVER_NAME": "docs-test",
+	} {
+		t.Setenv(k, v)
+	}
+	conf, err := os.ReadFile(filepath.Join("..", "..", "docs", "nats-server.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const grant = `  "` + statsSubject + `"` + "\n"
+	if !strings.Contains(string(conf), grant) {
+		t.Fatalf("docs/nats-server.conf does not grant %s on a line of its own", statsSubject)
+	}
+	file := filepath.Join(t.TempDir(), "nats-server.conf")
+	if err := os.WriteFile(file, []byte(strings.Replace(string(conf), grant, "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := docsServer(t, file)
+	stop, logs := startVendor(t, authEnv(s.ClientURL(), map[string]string{
+		"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": "vendor-pw",
+	}))
+	url := httpURL(t, logs)
+	for range 5 {
+		code, body := get(t, url+"cluster.json")
+		if code != http.StatusForbidden || !strings.Contains(body, "no permission to ask the other vendors") {
+			t.Fatalf("/cluster.json without the permission: %d %s", code, body)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("vendor exit %d:\n%s", code, logs.String())
+	}
+	if n := strings.Count(logs.String(), "NATS refuses this vendor's requests for the other vendors' stats"); n != 1 {
+		t.Errorf("the refusal was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if strings.Contains(strings.ToLower(logs.String()), "permissions violation") {
+		t.Errorf("the refusal was logged as a NATS error:\n%s", logs.String())
 	}
 }

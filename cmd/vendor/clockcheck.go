@@ -3,18 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/snowflake"
-	"github.com/leaf-nats/leaf/vending"
 )
 
 // peerWait is how long a clock check waits for live vendors to answer.
@@ -43,12 +42,17 @@ func (s clockSample) String() string {
 // info) and every live vendor but self ($SRV.STATS.leaf: the "now" of its
 // status, taken from its snowflake clock) for their time. It returns the
 // vendors' statuses too.
-func sampleClocks(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, clock snowflake.Clock, self string) ([]clockSample, []status, error) {
+func sampleClocks(ctx context.Context, asker *peerAsker, js jetstream.JetStream, clock snowflake.Clock, self string) ([]clockSample, []status, error) {
 	var samples []clockSample
 	if offset, rtt, err := kv.ServerClock(ctx, js, clock); err == nil {
 		samples = append(samples, clockSample{"the NATS server", offset, rtt})
 	}
-	replies, err := liveVendors(ctx, nc, clock, self)
+	replies, err := liveVendors(ctx, asker, clock, self)
+	if errors.Is(err, errPeersDenied) {
+		// The asker has said so: compare with the server's clock alone,
+		// as when no other vendor runs.
+		err = nil
+	}
 	var peers []status
 	for _, r := range replies {
 		rtt := r.arrived.Sub(r.sent)
@@ -67,36 +71,14 @@ type peerReply struct {
 
 // liveVendors asks every live vendor but self for its status
 // ($SRV.STATS.leaf), and gathers the replies that come within peerWait.
-func liveVendors(ctx context.Context, nc *nats.Conn, clock snowflake.Clock, self string) ([]peerReply, error) {
-	subject, err := micro.ControlSubject(micro.StatsVerb, vending.ServiceName, "")
-	if err != nil {
-		return nil, err
-	}
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	sent := clock.Now()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, peerWait)
-	defer cancel()
+func liveVendors(ctx context.Context, peers *peerAsker, clock snowflake.Clock, self string) ([]peerReply, error) {
 	var replies []peerReply
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return replies, nil // the deadline: everyone who answers in time has
+	err := peers.ask(ctx, peerWait, clock, func(data []byte, sent, arrived time.Time) {
+		if st, ok := peerStatus(data); ok && st.Instance != self && !st.Now.IsZero() {
+			replies = append(replies, peerReply{st, sent, arrived})
 		}
-		arrived := clock.Now()
-		st, ok := peerStatus(msg.Data)
-		if !ok || st.Instance == self || st.Now.IsZero() {
-			continue
-		}
-		replies = append(replies, peerReply{st, sent, arrived})
-	}
+	})
+	return replies, err
 }
 
 // peerStatus reads a vendor's status out of its micro stats reply.

@@ -245,6 +245,7 @@ Usage:
   vendor tags set-step <tag> <N>
   vendor tags delete <tag>
   vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows
+  vendor version              version, VCS revision and Go version (also --version)
 
 Requests (nats req <subject> <count>; empty body means one ID):
   <prefix>.snowflake          snowflake IDs

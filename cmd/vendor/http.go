@@ -9,17 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/leaf-nats/leaf/vending"
 )
 
 //go:embed status.html
@@ -33,7 +27,7 @@ type httpServer struct {
 	wg   sync.WaitGroup
 }
 
-func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nats.Conn, leaf *leafAPI, log *slog.Logger) (*httpServer, error) {
+func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, peers *peerAsker, leaf *leafAPI, log *slog.Logger) (*httpServer, error) {
 	hs := &httpServer{}
 	if cfg.HTTPAddr == "" {
 		return hs, nil
@@ -57,14 +51,7 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, nc *nat
 	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, _ *http.Request) {
 		writeJSON(rw, state.snapshot(true))
 	})
-	mux.HandleFunc("GET /cluster.json", func(rw http.ResponseWriter, _ *http.Request) {
-		stats, err := vending.ClusterStats(nc, 300*time.Millisecond)
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadGateway)
-			return
-		}
-		writeJSON(rw, clusterView(stats))
-	})
+	mux.HandleFunc("GET /cluster.json", peers.serveCluster)
 	if leaf != nil {
 		mux.Handle("/api/", leaf)
 	}
@@ -92,49 +79,6 @@ func writeJSON(rw http.ResponseWriter, v any) {
 	enc := json.NewEncoder(rw)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-// clusterEntry is one vendor on the status page's cluster table.
-type clusterEntry struct {
-	ID        string      `json:"id"`
-	Requests  int         `json:"requests"`
-	Errors    int         `json:"errors"`
-	AverageNs int64       `json:"average_ns"`
-	Data      clusterData `json:"data"`
-}
-
-type clusterData struct {
-	Instance string       `json:"instance"`
-	Ready    bool         `json:"ready"`
-	Worker   workerStatus `json:"worker"`
-	Tags     []string     `json:"tags"`
-}
-
-// clusterView condenses the micro stats replies of every vendor.
-func clusterView(stats []micro.Stats) []clusterEntry {
-	out := make([]clusterEntry, 0, len(stats))
-	for _, st := range stats {
-		e := clusterEntry{ID: st.ID}
-		var took time.Duration
-		for _, ep := range st.Endpoints {
-			e.Requests += ep.NumRequests
-			e.Errors += ep.NumErrors
-			took += ep.ProcessingTime
-			var s status
-			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
-				e.Data = clusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker}
-				for _, t := range s.Segments.Tags {
-					e.Data.Tags = append(e.Data.Tags, t.Tag)
-				}
-			}
-		}
-		if e.Requests > 0 {
-			e.AverageNs = int64(took) / int64(e.Requests)
-		}
-		out = append(out, e)
-	}
-	slices.SortFunc(out, func(a, b clusterEntry) int { return strings.Compare(a.Data.Instance, b.Data.Instance) })
-	return out
 }
 
 func (hs *httpServer) close() {

@@ -32,6 +32,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runCluster(ctx, args[1:], stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(args[1:], stdout, stderr)
+		case "version", "-version", "--version":
+			return runVersion(stdout)
 		default:
 			fmt.Fprintf(stderr, "vendor: unknown command %q\n\n", args[0])
 			usage(stderr)

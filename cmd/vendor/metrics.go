@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,9 +14,10 @@ import (
 	"github.com/leaf-nats/leaf/vending"
 )
 
-// requestMetrics counts requests for vending.Observer. The label children of
-// each (mode, tag, code) are resolved once and cached, so the hot path does
-// a map read under a read lock and three atomic adds.
+// requestMetrics counts requests for vending.Observer, for /metrics and for
+// the status page (which reads the same counts: one truth). The label
+// children of each (mode, tag, code) are resolved once and cached, so the
+// hot path does a map read under a read lock and a few atomic adds.
 type requestMetrics struct {
 	requests *prometheus.CounterVec
 	ids      *prometheus.CounterVec
@@ -31,6 +35,12 @@ type obsKey struct {
 type obsChildren struct {
 	requests, ids prometheus.Counter
 	latency       prometheus.Observer
+	totals        *obsTotals
+}
+
+// obsTotals are the counts of one (mode, tag, code) for the status page.
+type obsTotals struct {
+	requests, ids, nanos atomic.Int64
 }
 
 func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
@@ -62,12 +72,17 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 		c = obsChildren{
 			requests: m.requests.WithLabelValues(mode, tag, strconv.Itoa(code)),
 			latency:  m.latency.WithLabelValues(mode),
+			totals:   &obsTotals{},
 		}
 		if code == vending.CodeOK && mode != vending.ModeDecode { // only these hand out IDs
 			c.ids = m.ids.WithLabelValues(mode, tag)
 		}
 		m.mu.Lock()
-		m.children[k] = c
+		if prev, ok := m.children[k]; ok {
+			c = prev // another request resolved it first
+		} else {
+			m.children[k] = c
+		}
 		m.mu.Unlock()
 	}
 	c.requests.Inc()
@@ -75,6 +90,37 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 		c.ids.Add(float64(ids))
 	}
 	c.latency.Observe(took.Seconds())
+	c.totals.requests.Add(1)
+	c.totals.ids.Add(int64(ids))
+	c.totals.nanos.Add(int64(took))
+}
+
+// requestCount is what the status page shows of one (mode, tag, code):
+// the counts of leaf_requests_total and leaf_ids_total, and the time taken.
+type requestCount struct {
+	Mode     string        `json:"mode"`
+	Tag      string        `json:"tag"`
+	Code     int           `json:"code"`
+	Requests int64         `json:"requests"`
+	IDs      int64         `json:"ids"`
+	Took     time.Duration `json:"took_ns"`
+}
+
+// counts returns the counts so far, sorted by mode, tag and code.
+func (m *requestMetrics) counts() []requestCount {
+	if m == nil {
+		return nil
+	}
+	m.mu.RLock()
+	out := make([]requestCount, 0, len(m.children))
+	for k, c := range m.children {
+		out = append(out, requestCount{k.mode, k.tag, k.code, c.totals.requests.Load(), c.totals.ids.Load(), time.Duration(c.totals.nanos.Load())})
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b requestCount) int {
+		return cmp.Or(cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Tag, b.Tag), cmp.Compare(a.Code, b.Code))
+	})
+	return out
 }
 
 // stateCollector reads the vendor's state at scrape time: segment buffers,
@@ -95,16 +141,18 @@ var (
 	descClockRefuse = prometheus.NewDesc("leaf_clock_backward_refused_total", "Requests refused (503) because the clock was too far behind.", nil, nil)
 	descClockWaited = prometheus.NewDesc("leaf_clock_backward_wait_seconds_total", "Time spent waiting out small backwards clock steps.", nil, nil)
 	descWorkerID    = prometheus.NewDesc("leaf_worker_id", "Worker ID held (-1: none).", []string{"mode"}, nil)
-	descLeaseExpiry = prometheus.NewDesc("leaf_worker_lease_expiry_seconds", "Unix time until which the worker may vend with its ID.", nil, nil)
+	descLeaseExpiry = prometheus.NewDesc("leaf_worker_lease_expiry_timestamp_seconds", "Unix time until which the worker may vend with its ID.", nil, nil)
 	descRenewals    = prometheus.NewDesc("leaf_worker_lease_renewals_total", "Successful worker-ID lease renewals.", nil, nil)
 	descRenewFails  = prometheus.NewDesc("leaf_worker_lease_renewal_failures_total", "Failed worker-ID lease renewals.", nil, nil)
 	descReady       = prometheus.NewDesc("leaf_ready", "1 while the vendor can vend (what /readyz says).", nil, nil)
+	descConnected   = prometheus.NewDesc("leaf_nats_connected", "1 while the vendor's service connection to NATS is up.", nil, nil)
+	descSnowEnd     = prometheus.NewDesc("leaf_snowflake_epoch_end_timestamp_seconds", "Unix time at which the 41 time bits after LEAF_EPOCH run out: snowflake requests are refused from then on.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSegLeft, descSegNext, descSegStep, descSegLoads, descSegFailures,
 		descSegLoadDur, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
-		descLeaseExpiry, descRenewals, descRenewFails, descReady} {
+		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd} {
 		ch <- d
 	}
 }
@@ -138,6 +186,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRenewals, float64(s.Worker.Renewals))
 	counter(descRenewFails, float64(s.Worker.RenewalFailures))
 	gauge(descReady, b2f(s.Ready))
+	gauge(descConnected, b2f(s.NATS))
+	gauge(descSnowEnd, float64(s.Contract.SnowflakeEnds.UnixMilli())/1000)
 }
 
 func b2f(b bool) float64 {
@@ -148,10 +198,11 @@ func b2f(b bool) float64 {
 }
 
 // newRegistry returns the vendor's registry with the Go and process
-// collectors and the state collector.
-func newRegistry(v *vendorState) *prometheus.Registry {
+// collectors, the state collector and leaf_build_info.
+func newRegistry(v *vendorState, build buildInfo) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		stateCollector{v})
+	build.register(reg)
 	return reg
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -23,6 +24,8 @@ type vendorState struct {
 	connected func() bool
 	// leaseTTL returns the longest lease this vendor holds or may hold.
 	leaseTTL func() time.Duration
+	// requests counts the requests answered (nil until the service runs).
+	requests *requestMetrics
 
 	rowsMu sync.Mutex // guards the cached store rows
 	rows   []rowStatus
@@ -55,6 +58,9 @@ type status struct {
 	Worker   workerStatus  `json:"worker"`
 	Clock    clockStatus   `json:"clock"`
 	Segments segmentStatus `json:"segments"`
+	// Requests are the counts of /metrics' leaf_requests_total and
+	// leaf_ids_total, with the time taken (status page only).
+	Requests []requestCount `json:"requests,omitempty"`
 }
 
 // workerInfo describes the worker ID held last.
@@ -75,6 +81,8 @@ type contractState struct {
 	// LEAF_WORKER_ID_RANGE): peers compare theirs with them.
 	Epoch     int64  `json:"epoch"`
 	WorkerIDs string `json:"worker_ids"`
+	// SnowflakeEnds is when the 41 time bits after Epoch run out.
+	SnowflakeEnds time.Time `json:"snowflake_ends"`
 	// Note is why the last check could not complete; Refused why segment
 	// requests are refused, SnowflakeRefused why snowflake ones are.
 	Note             string `json:"note,omitempty"`
@@ -169,6 +177,7 @@ func (v *vendorState) snapshot(withRows bool) status {
 	s.Worker.LeaseTTL = v.leaseTTL()
 	s.Contract.Segments, s.Contract.Note = v.guard.status()
 	s.Contract.Epoch, s.Contract.WorkerIDs = v.guard.want.Epoch, v.guard.want.WorkerIDs
+	s.Contract.SnowflakeEnds = snowflakeEnds(s.Contract.Epoch)
 	if err := v.guard.segmentsErr(); err != nil {
 		s.Contract.Refused = err.Error()
 	}
@@ -196,6 +205,7 @@ func (v *vendorState) snapshot(withRows bool) status {
 	}
 	if withRows {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
+		s.Requests = v.requests.counts()
 	}
 	s.NATS = v.connected()
 	s.NotReady = notReady(s, ks, buffered)
@@ -244,4 +254,57 @@ func (v *vendorState) storeRows() ([]rowStatus, string) {
 		}
 	}
 	return v.rows, v.rowErr
+}
+
+// snowflakeEnds is the first millisecond the time bits after epoch cannot
+// hold: from then on every snowflake request is refused (uid-generator's
+// users met theirs in production, its issue #100).
+func snowflakeEnds(epoch int64) time.Time {
+	return time.UnixMilli(epoch + 1<<snowflake.TimeBits).UTC()
+}
+
+// serviceSummary is what each endpoint's micro stats tell of the whole
+// vendor, so that `nats micro stats leaf` shows it whichever endpoint one
+// reads.
+type serviceSummary struct {
+	Instance string `json:"instance"`
+	Version  string `json:"version"`
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"not_ready,omitempty"`
+	WorkerID int    `json:"worker_id"` // -1: none held
+}
+
+// endpointStats returns the data of each endpoint's micro stats: the
+// summary everywhere; the whole status under the snowflake endpoint (peers
+// read it there: their clock check and cluster table), the segment buffers
+// under the segment endpoint, the epoch under decode.
+func (v *vendorState) endpointStats(build buildInfo) func(endpoint string) any {
+	return func(endpoint string) any {
+		s := v.snapshot(false)
+		sum := serviceSummary{Instance: s.Instance, Version: build.Version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
+		if s.Worker.Held {
+			sum.WorkerID = s.Worker.ID
+		}
+		switch endpoint {
+		case vending.EndpointSnowflake:
+			return struct {
+				status
+				Service serviceSummary `json:"service"`
+			}{s, sum}
+		case vending.EndpointSegment:
+			return struct {
+				Service  serviceSummary `json:"service"`
+				Segments segmentStatus  `json:"segments"`
+			}{sum, s.Segments}
+		case vending.EndpointDecode:
+			return struct {
+				Service       serviceSummary `json:"service"`
+				Epoch         int64          `json:"epoch"`
+				SnowflakeEnds time.Time      `json:"snowflake_ends"`
+			}{sum, s.Contract.Epoch, s.Contract.SnowflakeEnds}
+		}
+		return struct {
+			Service serviceSummary `json:"service"`
+		}{sum}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,8 +18,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // httpURL returns the vendor's status page URL from its log.
@@ -98,7 +103,10 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 		`leaf_request_duration_seconds_count{mode="segment"} 4`,
 		`leaf_segment_next_ready{tag="order"} 1`,
 		`leaf_store_up{store="jetstream-kv"} 1`,
-		`leaf_worker_lease_expiry_seconds`,
+		`leaf_worker_lease_expiry_timestamp_seconds`,
+		`leaf_nats_connected 1`,
+		`leaf_snowflake_epoch_end_timestamp_seconds 3.487858230209e+09`,
+		`leaf_build_info{goversion="go`,
 		`leaf_clock_backward_steps_total 0`,
 		`leaf_ready 1`,
 	} {
@@ -141,65 +149,264 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// TestStatusPageInBrowser loads the status page of a running vendor in
-// headless Chromium and reads what a person would see: the worker ID, the
-// tag's buffers, the store's rows and both vendors of the cluster.
-func TestStatusPageInBrowser(t *testing.T) {
+// browser starts headless Chromium for the test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
 	exe := chromium(t)
-	s := natstest.Server(t)
-	nc := natstest.Conn(t, s)
-	url, logs := servingVendor(t, s, nc)
-	servingVendor(t, s, nc) // a second vendor: the cluster table shows both
-
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-tag="order"]`)); err != nil {
-		t.Fatalf("browser: %v\nvendor log:\n%s", err, logs.String())
+// screenshot saves a PNG of the whole page in $LEAF_TEST_SCREENSHOTS, when
+// set, for a person to look at.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("LEAF_TEST_SCREENSHOTS")
+	if dir == "" {
+		return
 	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("browser: text of %s: %v", sel, err)
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", file)
+}
+
+// traffic asks for IDs until the test ends, so that the page's charts have
+// something to draw.
+func traffic(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			nc.Request("leaf.snowflake", []byte(strconv.Itoa(1+i%5)), time.Second)
+			nc.Request("leaf.segment.order", []byte(strconv.Itoa(1+i%7)), time.Second)
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
-		return v
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestStatusPageInBrowser loads the status page of a running vendor in
+// headless Chromium, on a desktop and on a 420 px phone, and reads what a
+// person would see: the worker ID, the charts drawing live traffic, the
+// tags' buffers (one never asked for), the store's rows and both vendors
+// of the cluster, with nothing running off the screen.
+func TestStatusPageInBrowser(t *testing.T) {
+	ctx := browser(t)
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	var out syncBuffer
+	if code := run(context.Background(), []string{"tags", "add", "idle", "-step", "50"}, &out, &out); code != 0 {
+		t.Fatalf("tags add: %d %s", code, out.String())
 	}
-	workerID, ready, tagRow, rows := text(`[data-field="worker-id"]`), text(`#ready`), text(`tr[data-tag="order"]`), text(`#rows tbody`)
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll("#cluster tbody tr").length >= 2`)); err != nil {
-		t.Fatalf("browser: cluster table never showed two vendors: %v", err)
+	url, logs := servingVendor(t, s, nc)
+	servingVendor(t, s, nc) // a second vendor: the cluster table shows both
+	traffic(t, nc)
+
+	for _, width := range []int64{1280, 420} {
+		t.Run(strconv.FormatInt(width, 10)+"px", func(t *testing.T) {
+			if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, 900), chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-tag="order"]`)); err != nil {
+				t.Fatalf("browser: %v\nvendor log:\n%s", err, logs.String())
+			}
+			text := func(sel string) string {
+				t.Helper()
+				v, err := chromedp.Run(ctx, chromedp.Text(sel))
+				if err != nil {
+					t.Fatalf("browser: text of %s: %v", sel, err)
+				}
+				return v
+			}
+			// The charts draw once a few samples are in: rates need two.
+			for _, c := range []struct {
+				id     string
+				series int
+			}{{"ids", 2}, {"latency", 2}, {"fill", 1}} {
+				cond := fmt.Sprintf(`(() => { const c = document.getElementById("chart-%s"); return +c.dataset.series >= %d && +c.dataset.points >= 3 * %d; })()`, c.id, c.series, c.series)
+				if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+					t.Fatalf("chart %s never drew %d series: %v", c.id, c.series, err)
+				}
+				// Its lines are on the canvas: pixels of the first series' colour.
+				drawn, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`(() => {
+					const c = document.getElementById("chart-%s"), d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+					let n = 0;
+					for (let i = 0; i < d.length; i += 4) if (d[i+3] > 200 && Math.abs(d[i] - 9) + Math.abs(d[i+1] - 105) + Math.abs(d[i+2] - 218) < 60) n++;
+					return n; })()`, c.id)))
+				if err != nil || drawn < 20 {
+					t.Fatalf("chart %s has %d pixels of its first line: %v", c.id, drawn, err)
+				}
+			}
+			workerID, ready, tagRow, rows := text(`[data-field="worker-id"]`), text(`#ready`), text(`tr[data-tag="order"]`), text(`#rows tbody`)
+			id, err := strconv.Atoi(strings.TrimSpace(workerID))
+			if err != nil || !strings.Contains(logs.String(), fmt.Sprintf("worker_id=%d", id)) {
+				t.Fatalf("page shows worker ID %q, not the vendor's:\n%s", workerID, logs.String())
+			}
+			if !strings.Contains(ready, "ready") || strings.Contains(ready, "not") {
+				t.Fatalf("page says %q, want ready", ready)
+			}
+			for _, want := range []string{"order", " .. ", "%", "took"} {
+				if !strings.Contains(tagRow, want) {
+					t.Fatalf("tag row %q lacks %q", tagRow, want)
+				}
+			}
+			if idle := text(`tr[data-tag="idle"]`); !strings.Contains(idle, "not loaded yet") || strings.Contains(idle, "100%") {
+				t.Fatalf("the tag never asked for shows %q, want \"not loaded yet\"", idle)
+			}
+			// The description is shown as text, never run as markup.
+			if !strings.Contains(rows, "orders <script>") {
+				t.Fatalf("store rows %q lack the escaped description", rows)
+			}
+			if ends := text(`[data-field="snowflake-ends"]`); !strings.Contains(ends, "2080") {
+				t.Fatalf("snowflake end shows %q, want a date in 2080 (the default epoch)", ends)
+			}
+			if reqs := text(`tr[data-series="segment order"]`); !strings.Contains(reqs, "µs") {
+				t.Fatalf("request row %q shows no average in µs", reqs)
+			}
+			if reported := text(`#worker`); regexp.MustCompile(`\d{13}`).MatchString(reported) {
+				t.Fatalf("worker section shows raw milliseconds: %q", reported)
+			}
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll("#cluster tbody tr").length >= 2`)); err != nil {
+				t.Fatalf("browser: cluster table never showed two vendors: %v", err)
+			}
+			if cluster := text(`#cluster tbody`); strings.Count(cluster, "ready") < 2 || !strings.Contains(cluster, "µs") {
+				t.Fatalf("cluster table: %q", cluster)
+			}
+			// Nothing runs off the screen: wide tables scroll in their box.
+			overflow, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
+			if err != nil || overflow > 0 {
+				t.Fatalf("at %d px the page is %d px wider than the screen: %v", width, overflow, err)
+			}
+			screenshot(t, ctx, fmt.Sprintf("status-%dpx", width))
+		})
 	}
-	clusterRows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#cluster tbody tr").length`))
+}
+
+// TestStatusPageEmptyState: with no tag, the page says how to add one.
+func TestStatusPageEmptyState(t *testing.T) {
+	ctx := browser(t)
+	s := natstest.Server(t)
+	_, logs := startVendor(t, map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_NATS_STORE_DIR": t.TempDir()})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(420, 900), chromedp.Navigate(httpURL(t, logs)), chromedp.WaitVisible(`#tags-empty`)); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	empty, err := chromedp.Run(ctx, chromedp.Text(`#tags-empty`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster := text(`#cluster tbody`)
-	id, err := strconv.Atoi(strings.TrimSpace(workerID))
-	if err != nil || !strings.Contains(logs.String(), fmt.Sprintf("worker_id=%d", id)) {
-		t.Fatalf("page shows worker ID %q, not the vendor's:\n%s", workerID, logs.String())
+	if !strings.Contains(empty, "vendor tags add <tag>") {
+		t.Fatalf("empty state says %q", empty)
 	}
-	if !strings.Contains(ready, "ready") || strings.Contains(ready, "not") {
-		t.Fatalf("page says %q, want ready", ready)
+	screenshot(t, ctx, "status-empty-420px")
+}
+
+// TestSlowPathErrorsAgree checks that micro stats, the status page and
+// /metrics count the same errors when they are answered after waiting for
+// the store: 404s for unknown tags and 503s with the store down.
+func TestSlowPathErrorsAgree(t *testing.T) {
+	pg := pgtest.StartServer(t)
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_POSTGRES_URL", pg.DSN())
+	var out syncBuffer
+	if code := run(context.Background(), []string{"tags", "add", "order", "-step", "10"}, &out, &out); code != 0 {
+		t.Fatalf("tags add: %d %s", code, out.String())
 	}
-	for _, want := range []string{"order", " .. ", "%", "took"} {
-		if !strings.Contains(tagRow, want) {
-			t.Fatalf("tag row %q lacks %q", tagRow, want)
+	_, logs := startVendor(t, map[string]string{"LEAF_NATS_STORE_DIR": t.TempDir()})
+	url := httpURL(t, logs)
+	codes := map[string]int{}
+	ask := func(subject, body string) {
+		t.Helper()
+		msg, err := nc.Request(subject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes[cmp.Or(msg.Header.Get(micro.ErrorCodeHeader), "200")]++
+	}
+	for i := range 3 {
+		ask(fmt.Sprintf("leaf.segment.nosuch%d", i), "")
+	}
+	pg.Stop()
+	for range 20 {
+		ask("leaf.segment.order", "10") // empties the buffers, then 503s
+	}
+	if codes["404"] != 3 || codes["503"] == 0 {
+		t.Fatalf("replies by code %v, want three 404s and some 503s", codes)
+	}
+	wantErrors := codes["404"] + codes["503"]
+
+	// A waited reply's note reaches micro's counters just after the reply
+	// reaches the client: read them until they count every error, or for
+	// a few seconds.
+	microErrors := 0
+	for deadline := time.Now().Add(5 * time.Second); microErrors != wantErrors && time.Now().Before(deadline); {
+		var st micro.Stats
+		msg, err := nc.Request("$SRV.STATS.leaf", nil, 5*time.Second)
+		if err != nil || json.Unmarshal(msg.Data, &st) != nil {
+			t.Fatalf("micro stats: %v", err)
+		}
+		microErrors = 0
+		for _, ep := range st.Endpoints {
+			microErrors += ep.NumErrors
+		}
+		if microErrors != wantErrors {
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// The description is shown as text, never run as markup.
-	if !strings.Contains(rows, "orders <script>") {
-		t.Fatalf("store rows %q lack the escaped description", rows)
+
+	_, metrics := get(t, url+"metrics")
+	metricErrors := 0
+	for _, m := range regexp.MustCompile(`(?m)^leaf_requests_total\{code="(\d+)",[^}]*\} (\d+)$`).FindAllStringSubmatch(metrics, -1) {
+		if m[1] != "200" {
+			n, _ := strconv.Atoi(m[2])
+			metricErrors += n
+		}
 	}
-	if clusterRows != 2 || strings.Count(cluster, "ready") < 2 {
-		t.Fatalf("cluster table shows %d vendors: %q", clusterRows, cluster)
+
+	var page status
+	_, body := get(t, url+"status.json")
+	if err := json.Unmarshal([]byte(body), &page); err != nil {
+		t.Fatal(err)
+	}
+	pageErrors := 0
+	for _, c := range page.Requests {
+		if c.Code != vending.CodeOK {
+			pageErrors += int(c.Requests)
+		}
+	}
+	var cluster []clusterEntry
+	_, body = get(t, url+"cluster.json")
+	if err := json.Unmarshal([]byte(body), &cluster); err != nil || len(cluster) != 1 {
+		t.Fatalf("cluster.json: %v %s", err, body)
+	}
+	if microErrors != wantErrors || metricErrors != wantErrors || pageErrors != wantErrors || cluster[0].Errors != wantErrors {
+		t.Fatalf("errors: clients saw %d, micro stats %d, /metrics %d, status page %d, cluster table %d",
+			wantErrors, microErrors, metricErrors, pageErrors, cluster[0].Errors)
+	}
+	if cluster[0].Requests != 23 {
+		t.Errorf("cluster table counts %d requests, want 23 (none twice)", cluster[0].Requests)
 	}
 }

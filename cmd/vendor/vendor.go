@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,6 +58,7 @@ type vendor struct {
 	srv       *server.Server        // embedded server; nil with LEAF_NATS_URL
 	newStore  bool                  // the embedded server's store was created empty by this process
 	dataConn  *nats.Conn            // leases and stores; up until the lease is released
+	peers     *peerAsker            // asks the live vendors, on dataConn
 	guard     *contractGuard
 	segs      *segments
 	stopClock func()
@@ -95,6 +98,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.dataConn, _, err = connect(natsURL, cfg, "leaf-vendor-data", log); err != nil {
 		return err
 	}
+	v.peers = newPeerAsker(v.dataConn, log)
 	js, err := jetstream.New(v.dataConn)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -135,26 +139,42 @@ func (v *vendor) open(ctx context.Context) error {
 	}
 	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected)
 	state.leaseTTL = func() time.Duration { return max(cfg.WorkerLeaseTTL, time.Duration(v.leaseTTL.Load())) }
-	reg := newRegistry(state)
+	build := readBuildInfo()
+	reg := newRegistry(state, build)
 	obs := newRequestMetrics(reg)
+	state.requests = obs
 	sf := guardedSnowflake{v.keeper, v.guard}
 	if v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
 		MaxBatch:      cfg.MaxBatch,
 		MaxRangeBatch: cfg.MaxRangeBatch,
+		Version:       build.Version,
 		Snowflake:     sf,
 		Epoch:         cfg.Epoch,
 		Segments:      v.segs,
-		Stats:         func() any { return state.snapshot(false) },
-		Observer:      obs,
-		Logger:        log,
+		Stats:         state.endpointStats(build),
+		Metadata: map[string]string{
+			"instance":       state.instance,
+			"revision":       build.Revision,
+			"go_version":     build.GoVersion,
+			"worker_ids":     cfg.WorkerIDRange,
+			"epoch":          strconv.FormatInt(cfg.Epoch, 10),
+			"snowflake_ends": snowflakeEnds(cfg.Epoch).Format(time.RFC3339),
+			"segment_store":  v.segs.kind,
+			// The worker ID is live state (claimed after the service
+			// starts, maybe another after a lost lease): the endpoints'
+			// stats carry it; a static one is here too.
+			"worker_id": cmp.Or(cfg.WorkerID, "claimed from KV: see each endpoint's stats"),
+		},
+		Observer: obs,
+		Logger:   log,
 	}); err != nil {
 		return err
 	}
 	// Leaf's HTTP API takes IDs from the same sources, past the same gates.
 	v.leafAPI = newLeafAPI(cfg, sf, v.segs, obs, reg)
-	if v.http, err = startHTTP(cfg, state, reg, v.svcConn, v.leafAPI, log); err != nil {
+	if v.http, err = startHTTP(cfg, state, reg, v.peers, v.leafAPI, log); err != nil {
 		return err
 	}
 	if err := v.waitClaimed(ctx); err != nil {
@@ -207,7 +227,7 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 		return err
 	}
 	v.segs = segs
-	peers := func(ctx context.Context) ([]status, error) { return v.peers(ctx), nil }
+	peers := func(ctx context.Context) ([]status, error) { return v.livePeers(ctx), nil }
 	if v.guard, err = openContractGuard(ctx, cfg, v.log, js, contracts, st, peers); err != nil {
 		return err
 	}
@@ -215,10 +235,10 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 	return nil
 }
 
-// peers returns the status of every live vendor but this one that answers
-// in time.
-func (v *vendor) peers(ctx context.Context) []status {
-	rs, _ := liveVendors(ctx, v.dataConn, snowflake.SystemClock{}, instanceName())
+// livePeers returns the status of every live vendor but this one that
+// answers in time.
+func (v *vendor) livePeers(ctx context.Context) []status {
+	rs, _ := liveVendors(ctx, v.peers, snowflake.SystemClock{}, instanceName())
 	sts := make([]status, len(rs))
 	for i, r := range rs {
 		sts[i] = r.st
@@ -353,7 +373,7 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 			r.Report(err.Error())
 			return nil, err
 		}
-		samples, peers, err := sampleClocks(ctx, v.dataConn, js, clock, instanceName())
+		samples, peers, err := sampleClocks(ctx, v.peers, js, clock, instanceName())
 		if err != nil {
 			return nil, err
 		}
@@ -402,7 +422,7 @@ func (v *vendor) claimer(js jetstream.JetStream, clock snowflake.Clock) func(con
 		// A live vendor that can still vend with this worker ID keeps it
 		// in another JetStream: within one, the claim waited until every
 		// earlier holder's deadline had passed.
-		if why := vendingWith(v.peers(ctx), l.ID()); why != "" {
+		if why := vendingWith(v.livePeers(ctx), l.ID()); why != "" {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			l.Release(rctx, l.Last())
@@ -550,6 +570,7 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		return nil, nil, err
 	}
 	closed := make(chan struct{})
+	var waitedDenied atomic.Bool
 	opts = append(opts,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -563,6 +584,16 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if isStatsDenial(err) {
+				return // the peerAsker says it once
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+cfg.SubjectPrefix+".waited.") {
+				// Once per slow request: say it once.
+				if waitedDenied.CompareAndSwap(false, true) {
+					log.Warn("NATS refuses this vendor's notes of the replies that waited for the store: clients are answered, but `nats micro stats` misses their errors. Grant this vendor's NATS user publish on "+cfg.SubjectPrefix+".waited.> (docs/security.md)", "conn", name)
+				}
+				return
+			}
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject

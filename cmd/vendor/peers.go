@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// askAgainAfter is how long a vendor whose stats request NATS refused waits
+// before it asks again: the permission may be granted by a configuration
+// reload, and each refusal is an ERROR in the server's log.
+const askAgainAfter = time.Minute
+
+// errPeersDenied is the answer of a peerAsker while NATS refuses its stats
+// request.
+var errPeersDenied = errors.New("no permission to ask the other vendors: NATS refuses this vendor's user to publish " +
+	statsSubject + "; grant it (docs/security.md, docs/nats-server.conf)")
+
+// statsSubject is where every vendor answers micro stats requests
+// (micro.ControlSubject of the stats verb and the service's name).
+const statsSubject = "$SRV.STATS." + vending.ServiceName
+
+// peerAsker asks every live vendor for its stats ($SRV.STATS.leaf), for the
+// status page's cluster table and for the checks of the cluster contract
+// (the peers' clocks, settings and worker IDs). A request NATS refuses is
+// not seen by the publisher: the server answers it with an asynchronous
+// error. The asker spots it, says so once, and does not ask again for
+// askAgainAfter, so that neither log grows with each page refresh.
+type peerAsker struct {
+	nc  *nats.Conn
+	log *slog.Logger
+
+	mu          sync.Mutex
+	deniedUntil time.Time // zero while allowed
+}
+
+func newPeerAsker(nc *nats.Conn, log *slog.Logger) *peerAsker {
+	return &peerAsker{nc: nc, log: log}
+}
+
+// ask publishes a stats request and passes each reply that arrives within
+// wait to each, with when it was sent and when it arrived by clock. It
+// returns errPeersDenied when NATS refuses the request, now or at the last
+// ask less than askAgainAfter ago.
+func (a *peerAsker) ask(ctx context.Context, wait time.Duration, clock snowflake.Clock, each func(data []byte, sent, arrived time.Time)) error {
+	if a.holdingOff() {
+		return errPeersDenied
+	}
+	inbox := a.nc.NewRespInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	before := a.nc.LastError()
+	sent := clock.Now()
+	if err := a.nc.PublishRequest(statsSubject, inbox, nil); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		msg, err := sub.NextMsgWithContext(wctx)
+		if err != nil {
+			break // the deadline: everyone who answers in time has
+		}
+		each(msg.Data, sent, clock.Now())
+	}
+	// The server sends its refusal of the request before the PONG of this
+	// flush; the connection keeps it as its last error.
+	if err := a.nc.FlushTimeout(time.Second); err != nil {
+		return nil // unknown: as if allowed
+	}
+	if last := a.nc.LastError(); last != before && isStatsDenial(last) {
+		a.denied()
+		return errPeersDenied
+	}
+	a.allowed()
+	return nil
+}
+
+// isStatsDenial reports whether err is the server's refusal of a stats
+// request: the connection's error handler leaves it to the asker.
+func isStatsDenial(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+statsSubject+`"`)
+}
+
+func (a *peerAsker) holdingOff() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.deniedUntil.IsZero() && time.Now().Before(a.deniedUntil)
+}
+
+func (a *peerAsker) denied() {
+	a.mu.Lock()
+	first := a.deniedUntil.IsZero()
+	a.deniedUntil = time.Now().Add(askAgainAfter)
+	a.mu.Unlock()
+	if first {
+		a.log.Warn("NATS refuses this vendor's requests for the other vendors' stats: the status page's cluster table stays empty; the clock check before a worker-ID claim compares with the NATS server's clock only; a vendor in another JetStream with this worker ID, or serving from another segment store, goes unnoticed. Grant this vendor's NATS user publish on "+statsSubject+" (docs/security.md)",
+			"subject", statsSubject, "ask_again_every", askAgainAfter)
+	}
+}
+
+func (a *peerAsker) allowed() {
+	a.mu.Lock()
+	was := !a.deniedUntil.IsZero()
+	a.deniedUntil = time.Time{}
+	a.mu.Unlock()
+	if was {
+		a.log.Info("NATS now lets this vendor ask the other vendors for their stats", "subject", statsSubject)
+	}
+}
+
+// stats returns the stats of every live vendor, this one included, that
+// answer within wait.
+func (a *peerAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Stats, error) {
+	var out []micro.Stats
+	err := a.ask(ctx, wait, snowflake.SystemClock{}, func(data []byte, _, _ time.Time) {
+		var st micro.Stats
+		if json.Unmarshal(data, &st) == nil {
+			out = append(out, st)
+		}
+	})
+	return out, err
+}
+
+// serveCluster is /cluster.json: every vendor of the cluster, or 403 with
+// the reason when NATS refuses to let this vendor ask.
+func (a *peerAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
+	stats, err := a.stats(r.Context(), 300*time.Millisecond)
+	switch {
+	case errors.Is(err, errPeersDenied):
+		http.Error(rw, err.Error(), http.StatusForbidden)
+		return
+	case err != nil:
+		http.Error(rw, fmt.Sprintf("cannot ask the other vendors: %v", err), http.StatusBadGateway)
+		return
+	}
+	writeJSON(rw, clusterView(stats))
+}
+
+// clusterEntry is one vendor on the status page's cluster table.
+type clusterEntry struct {
+	ID        string      `json:"id"`
+	Requests  int         `json:"requests"`
+	Errors    int         `json:"errors"`
+	AverageNs int64       `json:"average_ns"`
+	Data      clusterData `json:"data"`
+}
+
+type clusterData struct {
+	Instance string       `json:"instance"`
+	Ready    bool         `json:"ready"`
+	Worker   workerStatus `json:"worker"`
+	Tags     []string     `json:"tags"`
+}
+
+// clusterView condenses the micro stats replies of every vendor.
+func clusterView(stats []micro.Stats) []clusterEntry {
+	out := make([]clusterEntry, 0, len(stats))
+	for _, st := range stats {
+		e := clusterEntry{ID: st.ID}
+		var took time.Duration
+		for _, ep := range st.Endpoints {
+			e.Errors += ep.NumErrors
+			if ep.Name != vending.EndpointWaited {
+				// Its requests are the segment endpoint's, sent on.
+				e.Requests += ep.NumRequests
+				took += ep.ProcessingTime
+			}
+			var s status
+			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
+				e.Data = clusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker}
+				for _, t := range s.Segments.Tags {
+					e.Data.Tags = append(e.Data.Tags, t.Tag)
+				}
+			}
+		}
+		if e.Requests > 0 {
+			e.AverageNs = int64(took) / int64(e.Requests)
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b clusterEntry) int { return strings.Compare(a.Data.Instance, b.Data.Instance) })
+	return out
+}
