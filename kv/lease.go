@@ -226,6 +226,46 @@ func (l *Lease) renewError(ctx context.Context, err error) error {
 	return fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
 }
 
+// A release cancels a renewal that may be in flight, whose writes can land
+// though their acks are lost: the release then finds newer revisions of
+// its own keys.
+
+// recordedAtLeast reports whether a release's timestamp write that err
+// refused finds a timestamp of at least last recorded: one of its own
+// renewals, which covers every millisecond it used.
+func (l *Lease) recordedAtLeast(ctx context.Context, err error, last int64) bool {
+	if !revisionMismatch(err) {
+		return false
+	}
+	e, gerr := l.clocks.Get(ctx, leaseKey(l.id))
+	if gerr != nil {
+		return false
+	}
+	ms, _, perr := ParseClock(e.Value())
+	return perr == nil && ms >= last
+}
+
+// deleteLease deletes the lease key, at the revision a renewal of its own
+// may have left.
+func (l *Lease) deleteLease(ctx context.Context) error {
+	key := leaseKey(l.id)
+	err := l.leases.Delete(ctx, key, jetstream.LastRevision(l.rev))
+	if !revisionMismatch(err) {
+		return err
+	}
+	e, gerr := l.leases.Get(ctx, key)
+	if gerr != nil || string(e.Value()) != string(l.value) {
+		return err // someone else's
+	}
+	return l.leases.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+}
+
+func revisionMismatch(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.As(err, &api) &&
+		(api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
 func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
 	v := clockValue(ms, l.epoch)
 	if l.clockRev == 0 {
@@ -251,10 +291,10 @@ func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
 // holder's wait.
 func (l *Lease) Release(ctx context.Context, last int64) error {
 	var errs []error
-	if _, err := l.writeClock(ctx, last); err != nil {
+	if _, err := l.writeClock(ctx, last); err != nil && !l.recordedAtLeast(ctx, err, last) {
 		errs = append(errs, err)
 	}
-	if err := l.leases.Delete(ctx, leaseKey(l.id), jetstream.LastRevision(l.rev)); err != nil {
+	if err := l.deleteLease(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("kv: delete lease of worker ID %d: %w", l.id, err))
 	}
 	return errors.Join(errs...)

@@ -161,6 +161,50 @@ func TestReleaseFreesIDAtOnce(t *testing.T) {
 	}
 }
 
+// A release that cancels a renewal in flight may find the renewal's writes
+// landed though their acks were lost: its keys are at newer revisions, of
+// its own. The release still succeeds and frees the ID, and a recorded
+// timestamp it finds above its last millisecond stands.
+func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, time.Minute)
+	cfg := LeaseConfig{TTL: time.Minute, IDs: ids(9, 9)}
+	l := claim(t, js, cfg)
+	ctx := context.Background()
+	last := time.Now().UnixMilli()
+	// The renewal's writes, as the server applied them.
+	if _, err := l.leases.Put(ctx, leaseKey(9), l.value); err != nil {
+		t.Fatal(err)
+	}
+	renewed := last + 300 // a deadline just ahead, as a renewal records
+	if _, err := l.clocks.Put(ctx, leaseKey(9), clockValue(renewed, l.epoch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, last); err != nil {
+		t.Fatalf("release after a renewal whose ack was lost: %v", err)
+	}
+	if _, err := l.leases.Get(ctx, leaseKey(9)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("lease key after the release: %v, want deleted", err)
+	}
+	e, err := l.clocks.Get(ctx, leaseKey(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, _, _ := ParseClock(e.Value()); ms != renewed {
+		t.Fatalf("recorded %d, want the renewal's %d kept", ms, renewed)
+	}
+
+	// Someone else's writes are not taken for ours.
+	l2 := claim(t, js, cfg)
+	if _, err := l2.leases.Put(ctx, leaseKey(9), []byte(`{"holder":"another"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Release(ctx, time.Now().UnixMilli()); err == nil {
+		t.Fatal("released a lease key someone else wrote")
+	}
+}
+
 // A worker ID used with one epoch and claimed next with a later one: the
 // later holder's IDs have fewer milliseconds since their epoch, so it waits
 // until its first ID is above every ID the first holder made, without any
