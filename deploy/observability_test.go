@@ -18,26 +18,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.yaml.in/yaml/v3"
-)
 
-// promtool returns the path of Prometheus's promtool: scripts/test.sh
-// installs Debian's prometheus package, which has it, when it is missing.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no promtool: run scripts/test.sh, which installs it")
-	}
-	t.Skip("no promtool (scripts/test.sh installs it)")
-	return ""
-}
+	"github.com/leaf-nats/leaf/internal/testtool"
+)
 
 // TestAlertRules checks the rules file and runs its unit tests, and checks
 // the syntax of the Prometheus configuration that loads it.
 func TestAlertRules(t *testing.T) {
-	tool := promtool(t)
+	tool := testtool.Path(t, "promtool")
 	dir := filepath.Join(root, "docker", "prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", "leaf-rules.yml"},

@@ -374,9 +374,6 @@ func checkOrder(calls []call) (violations, dups int) {
 // them and the tag's leader is closed and replaced: every reply is above
 // every reply received before it was asked for, and no ID repeats.
 func TestOrderAcrossVendorsUnderFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault run: seconds")
-	}
 	ttl := 200 * time.Millisecond
 	c := newCluster(t, 3, ttl)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)

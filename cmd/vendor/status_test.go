@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -133,26 +133,10 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 	}
 }
 
-// chromium returns the browser's path: the test command installs Debian's
-// chromium package when it is missing.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium: run scripts/test.sh, which installs it")
-	}
-	t.Skip("no chromium (scripts/test.sh installs it)")
-	return ""
-}
-
 // browser starts headless Chromium for the test.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	exe := chromium(t)
+	exe := testtool.Path(t, "chromium", "chromium-browser", "google-chrome")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),

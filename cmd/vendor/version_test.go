@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 )
 
 func TestVersion(t *testing.T) {
@@ -26,25 +26,11 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// promtool returns the path of Prometheus's promtool: scripts/test.sh
-// installs Debian's prometheus package, which has it, when it is missing.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no promtool: run scripts/test.sh, which installs it")
-	}
-	t.Skip("no promtool (scripts/test.sh installs it)")
-	return ""
-}
-
 // TestMetricsLint runs a serving vendor's /metrics through `promtool check
 // metrics`, which checks names, units and help texts against Prometheus's
 // conventions.
 func TestMetricsLint(t *testing.T) {
-	tool := promtool(t)
+	tool := testtool.Path(t, "promtool")
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
 	url, _ := servingVendor(t, s, nc)

@@ -12,22 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/snowflake"
 )
-
-// needTool returns the path of a command the test needs; without it the
-// test skips, or fails under CI=true, where scripts/test.sh installs it.
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found: run scripts/test.sh, which installs it", name)
-		}
-		t.Skipf("%s not found (scripts/test.sh installs it)", name)
-	}
-	return p
-}
 
 // TestJavaScriptExample runs examples/js/leaf.mjs, the README's example of
 // taking IDs without the Go client, with Node and nats.js from npm against
@@ -35,7 +22,7 @@ func needTool(t *testing.T, name string) string {
 // error headers are read, and the background prefetch hands out unique,
 // ascending segment IDs.
 func TestJavaScriptExample(t *testing.T) {
-	node, npm := needTool(t, "node"), needTool(t, "npm")
+	node, npm := testtool.Path(t, "node"), testtool.Path(t, "npm")
 	dir := t.TempDir()
 	for _, f := range []string{"package.json", "leaf.mjs"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "js", f))
