@@ -3,6 +3,7 @@ package vending_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,6 +368,20 @@ func (r *recorder) Observe(_, _ string, code, ids int, _ time.Duration) {
 	r.ids += ids
 }
 
+// seen returns the codes and the number of IDs observed once there are n
+// codes, or after five seconds: the observer hears of a request just after
+// its reply has gone.
+func (r *recorder) seen(n int) (codes []int, ids int) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r.mu.Lock()
+		codes, ids = slices.Clone(r.codes), r.ids
+		r.mu.Unlock()
+		if len(codes) >= n || time.Now().After(deadline) {
+			return codes, ids
+		}
+	}
+}
+
 // A reply larger than the server's max_payload cannot be sent: the client
 // gets a 500 that says why instead of a timeout, and the request counts as
 // an error, not as IDs, in the metrics and in micro stats.
@@ -390,36 +405,44 @@ func TestReplyAboveMaxPayloadIsAnError(t *testing.T) {
 	if msg := request(t, nc, "leaf.snowflake", "100"); msg.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("100 IDs (2 KB) refused: %v", msg.Header)
 	}
-	rec.mu.Lock()
-	codes, ids := rec.codes, rec.ids
-	rec.mu.Unlock()
+	codes, ids := rec.seen(2)
 	if len(codes) != 2 || codes[0] != vending.CodeInternal || ids != 100 {
 		t.Fatalf("observed codes %v and %d IDs, want a 500, then the 100 IDs sent", codes, ids)
 	}
-	stats := microStats(t, nc)
+	stats := microStats(t, nc, 2)
 	if stats.NumErrors != 1 {
 		t.Fatalf("micro stats count %d errors, want 1", stats.NumErrors)
 	}
 }
 
-// microStats returns the snowflake endpoint's stats of the one vendor.
-func microStats(t *testing.T, nc *nats.Conn) micro.EndpointStats {
+// microStats returns the snowflake endpoint's stats of the one vendor once
+// they count the requests wanted, or after five seconds: micro counts a
+// request just after its reply has gone.
+func microStats(t *testing.T, nc *nats.Conn, requests int) micro.EndpointStats {
 	t.Helper()
-	msg, err := nc.Request("$SRV.STATS.leaf", nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st micro.Stats
-	if err := json.Unmarshal(msg.Data, &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range st.Endpoints {
-		if ep.Name == "snowflake" {
-			return *ep
+	var stats micro.EndpointStats
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		msg, err := nc.Request("$SRV.STATS.leaf", nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st micro.Stats
+		if err := json.Unmarshal(msg.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ep := range st.Endpoints {
+			if ep.Name == "snowflake" {
+				stats, found = *ep, true
+			}
+		}
+		if !found {
+			t.Fatalf("no snowflake endpoint in %s", msg.Data)
+		}
+		if stats.NumRequests >= requests || time.Now().After(deadline) {
+			return stats
 		}
 	}
-	t.Fatalf("no snowflake endpoint in %s", msg.Data)
-	return micro.EndpointStats{}
 }
 
 // strictCounter is counterSegments whose tags named strict-* are strict.
@@ -492,25 +515,36 @@ func TestSlowRepliesCountInMicroStats(t *testing.T) {
 			want[code]++
 		}
 	}
-	var st micro.Stats
-	if err := json.Unmarshal(request(t, nc, "$SRV.STATS.leaf", "").Data, &st); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][2]int{}
-	for _, ep := range st.Endpoints {
-		got[ep.Name] = [2]int{ep.NumRequests, ep.NumErrors}
+	// The note that a reply waited reaches the segment-waited endpoint
+	// just after the reply reaches the client: read the stats until they
+	// count every note, or for at most five seconds.
+	var (
+		got map[string][2]int
+		st  micro.Stats
+	)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st = micro.Stats{}
+		if err := json.Unmarshal(request(t, nc, "$SRV.STATS.leaf", "").Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		got = map[string][2]int{}
+		for _, ep := range st.Endpoints {
+			got[ep.Name] = [2]int{ep.NumRequests, ep.NumErrors}
+		}
+		if got[vending.EndpointWaited][0] >= 9 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if got[vending.EndpointSegment] != [2]int{9, 0} || got[vending.EndpointWaited] != [2]int{9, 6} {
 		t.Fatalf("micro stats (requests, errors) %v; want 9 segment requests, answered by %s with 6 errors", got, vending.EndpointWaited)
 	}
-	rec.mu.Lock()
+	codes, _ := rec.seen(9)
 	observedErrors := 0
-	for _, c := range rec.codes {
+	for _, c := range codes {
 		if c != vending.CodeOK {
 			observedErrors++
 		}
 	}
-	rec.mu.Unlock()
 	if observedErrors != 6 {
 		t.Fatalf("the observer saw %d errors, micro 6", observedErrors)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,8 +94,7 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 	if code, body := get(t, url+"readyz"); code != 200 {
 		t.Fatalf("/readyz %d %s", code, body)
 	}
-	_, metrics := get(t, url+"metrics")
-	for _, want := range []string{
+	wants := []string{
 		`leaf_requests_total{code="200",mode="segment",tag="order"} 3`,
 		`leaf_requests_total{code="404",mode="segment",tag=""} 1`,
 		`leaf_requests_total{code="400",mode="snowflake",tag=""} 1`,
@@ -109,7 +109,17 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 		`leaf_build_info{goversion="go`,
 		`leaf_clock_backward_steps_total 0`,
 		`leaf_ready 1`,
-	} {
+	}
+	// A request is counted just after its reply has gone: read the metrics
+	// until they have everything, or for at most five seconds.
+	var metrics string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, metrics = get(t, url+"metrics")
+		if !slices.ContainsFunc(wants, func(w string) bool { return !strings.Contains(metrics, w) }) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range wants {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -274,11 +274,17 @@ func TestMaxBatchAboveMaxPayload(t *testing.T) {
 	if !strings.HasPrefix(msg, "500 ") || !strings.Contains(msg, "max_payload of 65536") {
 		t.Errorf("10,000 IDs over a 64 KB max_payload: %q, want a 500 naming max_payload", msg)
 	}
-	metrics := httpGet(t, "http://"+addr+"/metrics")
+	// The metrics and micro count a request just after its reply has gone.
+	var metrics string
+	within(5*time.Second, func() bool {
+		metrics = httpGet(t, "http://"+addr+"/metrics")
+		return strings.Contains(metrics, `leaf_requests_total{code="500",mode="snowflake",tag=""} 1`)
+	})
 	if !strings.Contains(metrics, `leaf_requests_total{code="500",mode="snowflake",tag=""} 1`) {
 		t.Errorf("/metrics does not count the reply that could not be sent as a 500:\n%s", grepLines(metrics, "leaf_requests_total"))
 	}
-	stats := clusterEndpointErrors(t, ns)
+	var stats int
+	within(5*time.Second, func() bool { stats = clusterEndpointErrors(t, ns); return stats > 0 })
 	if stats == 0 {
 		t.Error("micro stats count no error for the reply that could not be sent")
 	}
