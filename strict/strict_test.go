@@ -186,7 +186,7 @@ func mustTake(t *testing.T, v *vendor, n int64) (first, last int64) {
 // expires; the next leader leads only after that, and its first ID is above
 // every ID the first one served.
 func TestHandOverAfterAFrozenLeader(t *testing.T) {
-	ttl := 300 * time.Millisecond
+	ttl := time.Second // long enough that a stalled goroutine on a loaded machine keeps the lead
 	c := newCluster(t, 2, ttl)
 	a, b := c.vendors[0], c.vendors[1]
 
@@ -244,7 +244,7 @@ func TestHandOverAfterAFrozenLeader(t *testing.T) {
 // A vendor that leads again serves from a segment allocated after it took
 // the lease, not from what it buffered when it led before.
 func TestLeadingAgainStartsAboveTheOtherLeader(t *testing.T) {
-	ttl := 200 * time.Millisecond
+	ttl := time.Second
 	c := newCluster(t, 2, ttl)
 	a, b := c.vendors[0], c.vendors[1]
 	_, lastA := mustTake(t, a, 1) // a leads, with most of a segment buffered

@@ -327,6 +327,11 @@ func TestClientRetriesNoReply(t *testing.T) {
 	if !errors.Is(err, vending.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("silent responder: %v; want ErrUnavailable wrapping a timeout", err)
 	}
+	// The responder may see the last attempt just after the client gave
+	// up on it.
+	for deadline := time.Now().Add(5 * time.Second); silent.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := silent.Load(); n != 3 {
 		t.Fatalf("%d attempts, want 3 (1 + 2 retries)", n)
 	}
@@ -415,7 +420,10 @@ func TestPrefetchConcurrentUnique(t *testing.T) {
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
 			}
-			nc.Flush()
+			// The spy hears of a refill request in its own goroutine.
+			for deadline := time.Now().Add(5 * time.Second); ranges.Load() < int64(goroutines*each/tc.size) && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
 			if ranges.Load() < int64(goroutines*each/tc.size) || other.Load() != 0 {
 				t.Fatalf("refill requests: %d in ranges of %d, %d other; want all ranges of %d", ranges.Load(), tc.size, other.Load(), tc.size)
 			}

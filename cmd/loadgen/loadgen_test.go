@@ -83,7 +83,7 @@ func TestRunCounts(t *testing.T) {
 		{"open loop", []string{"-mode", "snowflake", "-c", "4", "-n", "200", "-rate", "2000"}, 200, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, code, stderr := runJSON(t, append([]string{"-url", url}, tc.args...)...)
+			r, code, stderr := runJSON(t, append([]string{"-url", url, "-timeout", "10s"}, tc.args...)...)
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -144,7 +144,7 @@ func TestRunStopsAtNotFound(t *testing.T) {
 
 func TestRunCountsErrors(t *testing.T) {
 	s := natstest.Server(t) // no vendor: every request finds no responders
-	r, code, _ := runJSON(t, "-url", s.ClientURL(), "-n", "5", "-c", "1", "-timeout", "50ms")
+	r, code, _ := runJSON(t, "-url", s.ClientURL(), "-n", "5", "-c", "1", "-timeout", "5s")
 	if code != exitFail || r["errors"] != 5.0 || r["errors_by_code"].(map[string]any)["no_responders"] != 5.0 {
 		t.Fatalf("no vendor: exit %d, report %v; want exit 1 and 5 no_responders", code, r)
 	}

@@ -220,12 +220,23 @@ func TestJSONLogsOneLinePerLifecycleEvent(t *testing.T) {
 	s := natstest.Server(t)
 	stop, logs := startVendor(t, map[string]string{"LEAF_NATS_URL": s.ClientURL(), "LEAF_LOG_FORMAT": "json"})
 	nc := natstest.Conn(t, s)
-	before := strings.Count(logs.String(), "\n")
+	// Lines about the lease may come at any time on a loaded machine (a
+	// late renewal); any other line the storm brings is one too many.
+	linesBut := func(skip string) int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if l != "" && !strings.Contains(l, skip) {
+				n++
+			}
+		}
+		return n
+	}
+	before := linesBut("lease")
 	for range 1000 {
 		nc.Request("leaf.snowflake", []byte("-1"), 5*time.Second)
 		nc.Request("leaf.segment.nosuch", nil, 5*time.Second)
 	}
-	if after := strings.Count(logs.String(), "\n"); after != before {
+	if after := linesBut("lease"); after != before {
 		t.Fatalf("2000 bad requests added %d log lines:\n%s", after-before, logs.String())
 	}
 	if code := stop(); code != 0 {

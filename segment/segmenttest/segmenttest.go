@@ -479,7 +479,7 @@ func testSealRace(t *testing.T, newBackend NewBackend) {
 	c := ctx(t)
 	create(t, b.Open(t), segment.Row{Tag: "order", Step: 1})
 	var mu sync.Mutex
-	var highest int64
+	var highest, allocs int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -501,11 +501,20 @@ func testSealRace(t *testing.T, newBackend NewBackend) {
 				}
 				mu.Lock()
 				highest = max(highest, r.MaxID)
+				allocs++
 				mu.Unlock()
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Seal once the allocators are well under way.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := allocs
+		mu.Unlock()
+		if n >= 20 {
+			break
+		}
+	}
 	rows, err := b.Open(t).Seal(c, "elsewhere")
 	close(stop)
 	wg.Wait()

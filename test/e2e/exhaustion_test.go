@@ -71,11 +71,13 @@ func TestWorkerIDExhaustion(t *testing.T) {
 // TestConcurrentFirstStarts starts 20 vendors at once on a fresh server:
 // they race to create the buckets and claim IDs, and must all end up with
 // distinct worker IDs, each holding one lease key, each vending with it.
+// The TTL is long enough for 20 processes starting at once on two cores to
+// renew in time.
 func TestConcurrentFirstStarts(t *testing.T) {
 	start := time.Now()
 	nats := startNATS(t)
 	n := scaled(20)
-	vendors := startVendors(t, "v", n, map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": "3s"})
+	vendors := startVendors(t, "v", n, map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": "6s"})
 
 	logged := map[int]string{}
 	for _, v := range vendors {
