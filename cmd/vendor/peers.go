@@ -45,6 +45,20 @@ type peerAsker struct {
 
 	mu          sync.Mutex
 	deniedUntil time.Time // zero while allowed
+
+	// asking is held shared by each ask and exclusively by quiet: nats.go's
+	// micro.AddService writes the service's start time, without its lock,
+	// after it subscribes to stats requests, so a stats request of ours
+	// answered by our own service while it starts is a data race.
+	asking sync.RWMutex
+}
+
+// quiet runs f, the start of this vendor's service, while none of its own
+// asks is under way.
+func (a *peerAsker) quiet(f func() error) error {
+	a.asking.Lock()
+	defer a.asking.Unlock()
+	return f()
 }
 
 func newPeerAsker(nc *nats.Conn, log *slog.Logger) *peerAsker {
@@ -59,6 +73,8 @@ func (a *peerAsker) ask(ctx context.Context, wait time.Duration, clock snowflake
 	if a.holdingOff() {
 		return errPeersDenied
 	}
+	a.asking.RLock()
+	defer a.asking.RUnlock()
 	inbox := a.nc.NewRespInbox()
 	sub, err := a.nc.SubscribeSync(inbox)
 	if err != nil {

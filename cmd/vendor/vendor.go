@@ -144,7 +144,7 @@ func (v *vendor) open(ctx context.Context) error {
 	obs := newRequestMetrics(reg)
 	state.requests = obs
 	sf := guardedSnowflake{v.keeper, v.guard}
-	if v.svc, err = vending.Start(v.svcConn, vending.Config{
+	svcCfg := vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
 		MaxBatch:      cfg.MaxBatch,
@@ -169,6 +169,10 @@ func (v *vendor) open(ctx context.Context) error {
 		},
 		Observer: obs,
 		Logger:   log,
+	}
+	if err := v.peers.quiet(func() (err error) {
+		v.svc, err = vending.Start(v.svcConn, svcCfg)
+		return err
 	}); err != nil {
 		return err
 	}
