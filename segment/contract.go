@@ -70,3 +70,32 @@ type Store interface {
 	// Step and the rest may be left zero).
 	Tags(ctx context.Context) ([]Row, error)
 }
+
+// AdminStore is a Store that can also be managed: what `vendor tags` and
+// `vendor cluster` use, and what both stores implement.
+type AdminStore interface {
+	Store
+	// Create adds a row; ErrTagExists when the tag has one.
+	Create(ctx context.Context, r Row) error
+	// List returns every row, ordered by tag.
+	List(ctx context.Context) ([]Row, error)
+	// SetStep changes a row's step; ErrUnknownTag when absent.
+	SetStep(ctx context.Context, tag string, step int64) error
+	// SetStrict makes a tag strict or normal; ErrUnknownTag when
+	// absent.
+	SetStrict(ctx context.Context, tag string, strict bool) error
+	// Delete removes a row; ErrUnknownTag when absent.
+	Delete(ctx context.Context, tag string) error
+	// Info returns the store's identity (recording one the first time)
+	// and whether its segments moved to another store.
+	Info(ctx context.Context) (StoreInfo, error)
+	// Seal marks the segments moved to the store named to and returns
+	// every row, live and retired, as of then; no allocation succeeds
+	// after it.
+	Seal(ctx context.Context, to string) ([]Row, error)
+	// Unseal makes a sealed store serve again.
+	Unseal(ctx context.Context) error
+	// Raise makes every ID handed out for the row's tag from now on at
+	// least its MaxID, creating the row if needed; it never lowers one.
+	Raise(ctx context.Context, r Row) error
+}

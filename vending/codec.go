@@ -111,22 +111,17 @@ func DecodeRanges(dst []Range, body []byte) ([]Range, error) {
 // client's way to read one ID, or a vendor that predates ranges.
 func decodeTextRanges(dst []Range, body []byte) ([]Range, error) {
 	orig := len(dst)
-	for {
-		field, rest, more := bytes.Cut(body, []byte{'\n'})
-		id, err := parseID(field)
-		if err != nil {
-			return dst[:orig], err
-		}
+	err := eachTextID(body, func(id int64) {
 		if n := len(dst); n > orig && dst[n-1].Last() == id-1 {
 			dst[n-1].Count++
 		} else {
 			dst = append(dst, Range{First: id, Count: 1})
 		}
-		if !more {
-			return dst, nil
-		}
-		body = rest
+	})
+	if err != nil {
+		return dst[:orig], err
 	}
+	return dst, nil
 }
 
 // Count returns how many IDs rs hold.
@@ -204,15 +199,24 @@ func AppendBinary(dst []byte, ids []int64) []byte {
 // DecodeText appends the IDs of a text reply to dst.
 func DecodeText(dst []int64, body []byte) ([]int64, error) {
 	orig := len(dst)
+	if err := eachTextID(body, func(id int64) { dst = append(dst, id) }); err != nil {
+		return dst[:orig], err
+	}
+	return dst, nil
+}
+
+// eachTextID passes each ID of a text reply to f, in order, and stops at
+// the first field that is not one.
+func eachTextID(body []byte, f func(id int64)) error {
 	for {
 		field, rest, more := bytes.Cut(body, []byte{'\n'})
 		id, err := parseID(field)
 		if err != nil {
-			return dst[:orig], err
+			return err
 		}
-		dst = append(dst, id)
+		f(id)
 		if !more {
-			return dst, nil
+			return nil
 		}
 		body = rest
 	}

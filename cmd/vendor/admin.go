@@ -14,6 +14,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment"
 )
 
 // admin is what the tags and cluster commands work on: the NATS a vendor
@@ -109,7 +110,7 @@ func (a *admin) contract(ctx context.Context) (*kv.Contracts, kv.Contract, uint6
 // does not exist yet. The store must be the one the cluster contract names,
 // if one is recorded: writing to another would hand out IDs the cluster's
 // store also hands out.
-func (a *admin) store(ctx context.Context, cfg Config, create bool) (tagStore, string, func(), error) {
+func (a *admin) store(ctx context.Context, cfg Config, create bool) (segment.AdminStore, string, func(), error) {
 	st, closeStore, err := openStore(ctx, cfg, a.js, create)
 	if err != nil {
 		return nil, "", nil, err

@@ -303,7 +303,7 @@ func sourceConfig(cfg Config, recorded, from string) (Config, error) {
 // carryOver seals the contract's store (named recorded), opened from from,
 // and raises every tag of to to where it was; it returns how many rows it
 // carried.
-func carryOver(ctx context.Context, a *admin, cfg Config, recorded, from string, to tagStore, toName string, w io.Writer) (int, error) {
+func carryOver(ctx context.Context, a *admin, cfg Config, recorded, from string, to segment.AdminStore, toName string, w io.Writer) (int, error) {
 	src, err := sourceConfig(cfg, recorded, from)
 	if err != nil {
 		return 0, err

@@ -126,7 +126,7 @@ type contractGuard struct {
 	log       *slog.Logger
 	js        jetstream.JetStream
 	contracts *kv.Contracts
-	store     tagStore
+	store     segment.AdminStore
 	kind      string
 	// peers returns the status of every live vendor but this one.
 	peers func(ctx context.Context) ([]status, error)
@@ -164,7 +164,7 @@ var errUnchecked error = unsure("not yet checked against the cluster contract")
 
 // openContractGuard checks the contract at once (no worker ID may be claimed
 // against a contract it breaks); start runs the later checks.
-func openContractGuard(ctx context.Context, cfg Config, log *slog.Logger, js jetstream.JetStream, contracts *kv.Contracts, store tagStore,
+func openContractGuard(ctx context.Context, cfg Config, log *slog.Logger, js jetstream.JetStream, contracts *kv.Contracts, store segment.AdminStore,
 	peers func(context.Context) ([]status, error)) (*contractGuard, error) {
 	g := &contractGuard{cfg: cfg, log: log, js: js, contracts: contracts, store: store, kind: cfg.storeKind(), peers: peers,
 		self: func() (int, bool) { return 0, false }, want: cfg.contract(""), done: make(chan struct{})}

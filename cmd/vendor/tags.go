@@ -237,7 +237,7 @@ func printRows(w io.Writer, rows []segment.Row) {
 // openTagStore opens the segment store a vendor with cfg would use,
 // checked against the cluster contract when a NATS is there to read it
 // from. Only add creates a store that does not exist yet.
-func openTagStore(ctx context.Context, cfg Config, create bool) (tagStore, string, func(), error) {
+func openTagStore(ctx context.Context, cfg Config, create bool) (segment.AdminStore, string, func(), error) {
 	a, err := openAdmin(cfg, create && cfg.storeKind() == kindKV)
 	if errors.Is(err, errNoStore) && cfg.storeKind() == kindPostgres {
 		// No NATS to read a contract from: no vendor has run here. Say

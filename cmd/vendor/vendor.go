@@ -23,6 +23,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -214,7 +215,7 @@ func (v *vendor) openContractAndSegments(ctx context.Context, js jetstream.JetSt
 		return err
 	}
 	create := cfg.storeKind() != kindKV || !strings.HasPrefix(recorded.Segments, kindKV+":")
-	var st tagStore
+	var st segment.AdminStore
 	var closeStore func()
 	if err := retryStartup(ctx, v.log, "open the segment store", func() (err error) {
 		st, closeStore, err = openStore(ctx, cfg, js, create)

@@ -19,18 +19,7 @@ import (
 
 // Store is a client of a backend: what the allocator, `vendor tags` and
 // `vendor cluster` use.
-type Store interface {
-	segment.Store
-	Create(ctx context.Context, r segment.Row) error
-	List(ctx context.Context) ([]segment.Row, error)
-	SetStep(ctx context.Context, tag string, step int64) error
-	SetStrict(ctx context.Context, tag string, strict bool) error
-	Delete(ctx context.Context, tag string) error
-	Info(ctx context.Context) (segment.StoreInfo, error)
-	Seal(ctx context.Context, to string) ([]segment.Row, error)
-	Unseal(ctx context.Context) error
-	Raise(ctx context.Context, r segment.Row) error
-}
+type Store = segment.AdminStore
 
 // Backend is a store server started for one test.
 type Backend struct {
