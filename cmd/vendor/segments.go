@@ -15,39 +15,9 @@ import (
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-// tagStore is a segment store the vendor can allocate from and manage: the
-// tags commands, and the cluster commands that move segments between
-// stores.
-type tagStore interface {
-	segment.Store
-	// Create adds a row; segment.ErrTagExists when the tag has one.
-	Create(ctx context.Context, r segment.Row) error
-	// List returns every row, ordered by tag.
-	List(ctx context.Context) ([]segment.Row, error)
-	// SetStep changes a row's step; segment.ErrUnknownTag when absent.
-	SetStep(ctx context.Context, tag string, step int64) error
-	// SetStrict makes a tag strict or normal; segment.ErrUnknownTag when
-	// absent.
-	SetStrict(ctx context.Context, tag string, strict bool) error
-	// Delete removes a row; segment.ErrUnknownTag when absent.
-	Delete(ctx context.Context, tag string) error
-	// Info returns the store's identity (recording one the first time)
-	// and whether its segments moved to another store.
-	Info(ctx context.Context) (segment.StoreInfo, error)
-	// Seal marks the segments moved to the store named to and returns
-	// every row, live and retired, as of then; no allocation succeeds
-	// after it.
-	Seal(ctx context.Context, to string) ([]segment.Row, error)
-	// Unseal makes a sealed store serve again.
-	Unseal(ctx context.Context) error
-	// Raise makes every ID handed out for the row's tag from now on at
-	// least its MaxID, creating the row if needed; it never lowers one.
-	Raise(ctx context.Context, r segment.Row) error
-}
-
 var (
-	_ tagStore = (*pgstore.Store)(nil)
-	_ tagStore = (*kv.SegmentStore)(nil)
+	_ segment.AdminStore = (*pgstore.Store)(nil)
+	_ segment.AdminStore = (*kv.SegmentStore)(nil)
 )
 
 // Store kinds, as the cluster contract names them.
@@ -68,7 +38,7 @@ func (c Config) storeKind() string {
 // LEAF_POSTGRES_URL is set, else the JetStream KV bucket, which it creates
 // when missing only if create: a KV store the cluster contract names is
 // never created again empty. close releases it.
-func openStore(ctx context.Context, cfg Config, js jetstream.JetStream, create bool) (st tagStore, close func(), err error) {
+func openStore(ctx context.Context, cfg Config, js jetstream.JetStream, create bool) (st segment.AdminStore, close func(), err error) {
 	if cfg.PostgresURL != "" {
 		pg, err := pgstore.Open(cfg.PostgresURL)
 		if err != nil {
@@ -93,14 +63,14 @@ func openStore(ctx context.Context, cfg Config, js jetstream.JetStream, create b
 // strict tag's go to its leader.
 type segments struct {
 	alloc  *segment.Allocator
-	store  tagStore
+	store  segment.AdminStore
 	kind   string
 	close  func()
 	gate   func() error // nil: pass; else why not
 	strict *strictTags  // nil until the service's connection is up
 }
 
-func openSegments(ctx context.Context, cfg Config, st tagStore, closeStore func(), log *slog.Logger) (*segments, error) {
+func openSegments(ctx context.Context, cfg Config, st segment.AdminStore, closeStore func(), log *slog.Logger) (*segments, error) {
 	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep})
 	if err != nil {
 		closeStore()
@@ -112,22 +82,21 @@ func openSegments(ctx context.Context, cfg Config, st tagStore, closeStore func(
 var errNoStrict = fmt.Errorf("%w: strict tags are not served yet", segment.ErrUnavailable)
 
 // TryTakeRanges serves from the buffers, past the gate (vending.Segments).
-// A strict tag is served from memory only by its leader.
+// The allocator refuses a strict tag to normal takes (segment.ErrStrict):
+// then only the tag's leader serves it from memory.
 func (s *segments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
 	if err := s.gate(); err != nil {
 		return dst, false, err
 	}
-	if s.alloc.IsStrict(tag) {
-		if s.strict == nil {
-			return dst, false, errNoStrict
-		}
-		rs, ok, err := s.strict.TryTake(tag, dst, n)
-		if !errors.Is(err, segment.ErrNotStrict) { // else normal again: served below
-			return rs, ok, err
-		}
-	}
 	rs, ok, err := s.alloc.TryTakeRanges(tag, dst, n)
-	if errors.Is(err, segment.ErrStrict) { // strict since the check: TakeRanges serves it
+	if !errors.Is(err, segment.ErrStrict) {
+		return rs, ok, err
+	}
+	if s.strict == nil {
+		return dst, false, errNoStrict
+	}
+	rs, ok, err = s.strict.TryTake(tag, dst, n)
+	if errors.Is(err, segment.ErrNotStrict) { // normal again since: TakeRanges serves it
 		return dst, false, nil
 	}
 	return rs, ok, err
@@ -140,17 +109,14 @@ func (s *segments) TakeRanges(ctx context.Context, tag string, dst []segment.Ran
 		return dst, err
 	}
 	for range 2 { // a tag whose mode changes under the call is asked for again
-		if s.alloc.IsStrict(tag) {
-			if s.strict == nil {
-				return dst, errNoStrict
-			}
-			rs, err := s.strict.Take(ctx, tag, dst, n)
-			if !errors.Is(err, segment.ErrNotStrict) {
-				return rs, err
-			}
-		}
 		rs, err := s.alloc.TakeRanges(ctx, tag, dst, n)
 		if !errors.Is(err, segment.ErrStrict) {
+			return rs, err
+		}
+		if s.strict == nil {
+			return dst, errNoStrict
+		}
+		if rs, err = s.strict.Take(ctx, tag, dst, n); !errors.Is(err, segment.ErrNotStrict) {
 			return rs, err
 		}
 	}
