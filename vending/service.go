@@ -97,6 +97,14 @@ type Config struct {
 	Metadata map[string]string
 	// Observer, when set, is told about every request.
 	Observer Observer
+	// ReplyPrefixes are the reply subjects the service answers: inboxes.
+	// A request with any other reply subject is dropped unanswered, with
+	// no ID taken (see replyGuard). Default DefaultReplyPrefixes.
+	ReplyPrefixes []string
+	// OwnInboxes are more prefixes never answered although they are under
+	// a reply prefix: the inboxes of the caller's other connections, whose
+	// pending requests must not read a forged reply (RequestInbox).
+	OwnInboxes []string
 	// Logger receives subscription errors and internal errors. Default:
 	// discard.
 	Logger *slog.Logger
@@ -127,7 +135,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Observer == nil {
 		c.Observer = noObserver{}
 	}
+	if len(c.ReplyPrefixes) == 0 {
+		c.ReplyPrefixes = DefaultReplyPrefixes
+	}
 	var errs []error
+	for _, p := range c.ReplyPrefixes {
+		if err := CheckReplyPrefix(p, c.Prefix); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max batch %d must be at least 1", c.MaxBatch))
 	}
@@ -160,11 +176,15 @@ const CodeOK = 200
 // path, so it must be cheap. tag is empty except for valid segment tags.
 type Observer interface {
 	Observe(mode, tag string, code, ids int, took time.Duration)
+	// Dropped is told of a request dropped unanswered, and why: its reply
+	// subject is not one a vendor answers.
+	Dropped(mode, why string)
 }
 
 type noObserver struct{}
 
 func (noObserver) Observe(string, string, int, int, time.Duration) {}
+func (noObserver) Dropped(string, string)                          {}
 
 // Service answers ID requests as the micro service "leaf".
 type Service struct {
@@ -183,8 +203,11 @@ type Service struct {
 
 	// waited is the subject of this instance's endpoint that counts the
 	// replies of requests that waited for the store; token proves that a
-	// note to it comes from this instance.
-	waited, token string
+	// note to it comes from this instance, noteReply is the inbox its
+	// answers go to (no one reads them).
+	waited, token, noteReply string
+
+	replies *replyGuard
 
 	internal errorLog
 }
@@ -195,7 +218,7 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer}
+	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: newReplyGuard(nc, c)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
@@ -256,13 +279,13 @@ func (s *Service) addEndpoints() error {
 	ids := "the IDs in ascending order, in the encoding the " + EncodingHeader + " header asks for"
 	if c.Snowflake != nil {
 		sf := &snowflakeHandler{s: s, src: c.Snowflake}
-		if err := s.svc.AddEndpoint(EndpointSnowflake, sf, micro.WithEndpointSubject(p+".snowflake"), micro.WithEndpointMetadata(map[string]string{
+		if err := s.svc.AddEndpoint(EndpointSnowflake, s.guard(ModeSnowflake, sf), micro.WithEndpointSubject(p+".snowflake"), micro.WithEndpointMetadata(map[string]string{
 			"request": count, "reply": ids, MetaMaxBatch: strconv.Itoa(c.MaxBatch),
 			"errors": "503 while the worker-ID lease is not held or the clock is behind",
 		})); err != nil {
 			return fmt.Errorf("vending: add snowflake endpoint: %w", err)
 		}
-		if err := s.svc.AddEndpoint(EndpointDecode, micro.HandlerFunc(s.decode), micro.WithEndpointSubject(p+".snowflake.decode"), micro.WithEndpointMetadata(map[string]string{
+		if err := s.svc.AddEndpoint(EndpointDecode, s.guard(ModeDecode, micro.HandlerFunc(s.decode)), micro.WithEndpointSubject(p+".snowflake.decode"), micro.WithEndpointMetadata(map[string]string{
 			"request": "one snowflake ID as an ASCII decimal",
 			"reply":   `JSON {"id","time","timestamp_ms","worker_id","sequence"}; the id is a string`,
 			"epoch":   strconv.FormatInt(c.Epoch, 10),
@@ -273,7 +296,7 @@ func (s *Service) addEndpoints() error {
 	if c.Segments != nil {
 		sg := &segmentHandler{s: s, src: c.Segments, prefix: p + ".segment."}
 		sg.ss, _ = c.Segments.(StrictSegments)
-		if err := s.svc.AddEndpoint(EndpointSegment, sg, micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
+		if err := s.svc.AddEndpoint(EndpointSegment, s.guard(ModeSegment, sg), micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
 			"subject":         p + ".segment.<tag>: a tag of letters, digits, '_' and '-' (vendor tags add <tag>)",
 			"request":         count + fmt.Sprintf(" (to %d in the %s encoding)", c.MaxRangeBatch, EncodingRanges),
 			"reply":           ids,
@@ -283,8 +306,8 @@ func (s *Service) addEndpoints() error {
 		})); err != nil {
 			return fmt.Errorf("vending: add segment endpoint: %w", err)
 		}
-		s.waited, s.token = p+".waited."+s.svc.Info().ID, rand.Text()
-		if err := s.svc.AddEndpoint(EndpointWaited, micro.HandlerFunc(s.relay), micro.WithEndpointSubject(s.waited), micro.WithEndpointMetadata(map[string]string{
+		s.waited, s.token, s.noteReply = p+".waited."+s.svc.Info().ID, rand.Text(), s.nc.NewInbox()
+		if err := s.svc.AddEndpoint(EndpointWaited, s.guard(ModeSegment, micro.HandlerFunc(s.relay)), micro.WithEndpointSubject(s.waited), micro.WithEndpointMetadata(map[string]string{
 			"internal": "counts this instance's replies to the segment requests that waited for the store, so that micro counts their errors; the segment endpoint counted those requests too",
 		})); err != nil {
 			return fmt.Errorf("vending: add %s endpoint: %w", EndpointWaited, err)
@@ -509,7 +532,7 @@ func (d detached) publish(m *nats.Msg, opts []micro.RespondOpt) error {
 	if err := d.s.nc.PublishMsg(m); err != nil {
 		return err
 	}
-	note := &nats.Msg{Subject: d.s.waited, Reply: d.s.waited + ".counted", Header: nats.Header{}}
+	note := &nats.Msg{Subject: d.s.waited, Reply: d.s.noteReply, Header: nats.Header{}}
 	note.Header.Set(tokenHeader, d.s.token)
 	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
 		note.Header.Set(micro.ErrorCodeHeader, code)

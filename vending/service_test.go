@@ -255,6 +255,10 @@ func TestStartValidates(t *testing.T) {
 		{},
 		{Snowflake: g, Prefix: "leaf.*"},
 		{Snowflake: g, MaxBatch: -1},
+		{Snowflake: g, ReplyPrefixes: []string{"$KV."}},
+		{Snowflake: g, ReplyPrefixes: []string{"leaf.replies."}},
+		{Snowflake: g, ReplyPrefixes: []string{"_INBOX"}},
+		{Snowflake: g, ReplyPrefixes: []string{"in box."}},
 	} {
 		if svc, err := vending.Start(nc, c); err == nil {
 			svc.Stop()
@@ -359,6 +363,19 @@ type recorder struct {
 	mu    sync.Mutex
 	codes []int
 	ids   int
+	drops []string
+}
+
+func (r *recorder) Dropped(mode, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drops = append(r.drops, mode+": "+why)
+}
+
+func (r *recorder) dropped() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.drops)
 }
 
 func (r *recorder) Observe(_, _ string, code, ids int, _ time.Duration) {

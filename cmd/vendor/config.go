@@ -43,6 +43,7 @@ type Config struct {
 	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
 	MaxBatch      int    `envconfig:"MAX_BATCH" default:"10000" desc:"largest count one request may ask for (text and binary replies; snowflake in any encoding)"`
 	MaxRangeBatch int    `envconfig:"MAX_RANGE_BATCH" default:"1000000000" desc:"largest count of segment IDs one request may ask for in the ranges encoding"`
+	ReplyPrefixes string `envconfig:"REPLY_PREFIXES" default:"_INBOX.,_R_." desc:"reply subjects answered, comma-separated prefixes: inboxes (add a client's nats.CustomInboxPrefix); a request with another reply subject is dropped"`
 
 	WorkerID       string        `envconfig:"WORKER_ID" desc:"static worker ID 0..1023 (Leaf's local mode); unset claims one from KV"`
 	WorkerIDRange  string        `envconfig:"WORKER_ID_RANGE" default:"0-1023" desc:"worker IDs this cluster may claim (disjoint ranges for clusters, or a Leaf deployment, serving the same consumers)"`
@@ -154,7 +155,23 @@ func (c Config) validate() error {
 	if err := vending.ValidatePrefix(c.SubjectPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("LEAF_SUBJECT_PREFIX: %w (unset it for the default, leaf)", err))
 	}
+	for _, p := range c.replyPrefixes() {
+		if err := vending.CheckReplyPrefix(p, c.SubjectPrefix); err != nil {
+			errs = append(errs, fmt.Errorf("LEAF_REPLY_PREFIXES: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// replyPrefixes splits LEAF_REPLY_PREFIXES.
+func (c Config) replyPrefixes() []string {
+	var out []string
+	for _, p := range strings.Split(c.ReplyPrefixes, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last".

@@ -261,6 +261,7 @@ func (noSegments) TakeRanges(ctx context.Context, tag string, dst []segment.Rang
 type nopObserver struct{}
 
 func (nopObserver) Observe(string, string, int, int, time.Duration) {}
+func (nopObserver) Dropped(string, string)                          {}
 
 // TestLeafAPIAdmission: with every slot taken and the queue full, a
 // request is refused at once with 503 and Retry-After; close refuses the

@@ -22,6 +22,7 @@ type requestMetrics struct {
 	requests *prometheus.CounterVec
 	ids      *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	dropped  *prometheus.CounterVec
 
 	mu       sync.RWMutex
 	children map[obsKey]obsChildren
@@ -56,9 +57,13 @@ func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
 			Help:    "Time from receiving a request to sending its reply, by mode.",
 			Buckets: []float64{5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3, 250e-3, 1},
 		}, []string{"mode"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaf_requests_dropped_total",
+			Help: "Requests dropped unanswered, with no ID taken, by mode and why: a reply subject that is no inbox (LEAF_REPLY_PREFIXES).",
+		}, []string{"mode", "reason"}),
 		children: map[obsKey]obsChildren{},
 	}
-	reg.MustRegister(m.requests, m.ids, m.latency)
+	reg.MustRegister(m.requests, m.ids, m.latency, m.dropped)
 	return m
 }
 
@@ -94,6 +99,9 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 	c.totals.ids.Add(int64(ids))
 	c.totals.nanos.Add(int64(took))
 }
+
+// Dropped implements vending.Observer.
+func (m *requestMetrics) Dropped(mode, why string) { m.dropped.WithLabelValues(mode, why).Inc() }
 
 // requestCount is what the status page shows of one (mode, tag, code):
 // the counts of leaf_requests_total and leaf_ids_total, and the time taken.

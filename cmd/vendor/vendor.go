@@ -168,8 +168,10 @@ func (v *vendor) open(ctx context.Context) error {
 			// stats carry it; a static one is here too.
 			"worker_id": cmp.Or(cfg.WorkerID, "claimed from KV: see each endpoint's stats"),
 		},
-		Observer: obs,
-		Logger:   log,
+		Observer:      obs,
+		ReplyPrefixes: cfg.replyPrefixes(),
+		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
+		Logger:        log,
 	}
 	if err := v.peers.quiet(func() (err error) {
 		v.svc, err = vending.Start(v.svcConn, svcCfg)

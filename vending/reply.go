@@ -1,0 +1,157 @@
+package vending
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// DefaultReplyPrefixes are the reply subjects a vendor answers by default:
+// NATS inboxes (nats.go, natscli and nats.js make them under _INBOX.) and
+// the reply subjects of service imports from another account (the server
+// makes them under _R_.).
+var DefaultReplyPrefixes = []string{nats.InboxPrefix, "_R_."}
+
+// A requester chooses its reply subject, and the vendor publishes its answer
+// there with its own permissions. Answered blindly, a request whose reply
+// subject is a KV key ($KV.leaf_segments.<tag>) or a pending JetStream
+// request of the vendor's own would become a write to the vendor's state.
+// So a reply goes only to a subject that can be an inbox: one under a reply
+// prefix (Config.ReplyPrefixes), never a '$' subject, never one of the
+// service's own subjects, never the vendor's own inboxes (Config.OwnInboxes
+// and the service connection's).
+
+// replyGuard decides which reply subjects a service answers.
+type replyGuard struct {
+	allow  []string // reply prefixes
+	refuse []string // prefixes refused although allowed: the vendor's own
+	log    dropLog
+}
+
+func newReplyGuard(nc *nats.Conn, c Config) *replyGuard {
+	g := &replyGuard{allow: c.ReplyPrefixes}
+	// The service connection's own request inbox: its pending requests
+	// (strict tags forwarded to their leader) must not read a forged reply.
+	g.refuse = append(g.refuse, RequestInbox(nc))
+	g.refuse = append(g.refuse, c.OwnInboxes...)
+	return g
+}
+
+// RequestInbox returns the prefix of the inboxes on which nc's requests
+// (nc.Request, JetStream API calls) wait for their replies.
+func RequestInbox(nc *nats.Conn) string {
+	own := nc.NewRespInbox()
+	return own[:strings.LastIndexByte(own, '.')+1]
+}
+
+// CheckReplyPrefix reports whether p can be a reply prefix: literal subject
+// tokens ending with a dot, not a '$' subject and not under the service's
+// prefix.
+func CheckReplyPrefix(p, prefix string) error {
+	switch {
+	case p == "" || !strings.HasSuffix(p, "."):
+		return fmt.Errorf("reply prefix %q: want subject tokens ending with a dot, such as _INBOX. or _INBOX_orders.", p)
+	case strings.HasPrefix(p, "$"):
+		return fmt.Errorf("reply prefix %q: '$' subjects belong to the server (JetStream, KV, system): a reply there would write to them", p)
+	case strings.HasPrefix(p, prefix+"."):
+		return fmt.Errorf("reply prefix %q: subjects under %s. are the service's own", p, prefix)
+	case !validSubject(p[:len(p)-1]):
+		return fmt.Errorf("reply prefix %q: want literal tokens (no spaces, wildcards or empty tokens)", p)
+	}
+	return nil
+}
+
+// why says why reply is not one to answer, "" when it is.
+func (g *replyGuard) why(reply string) string {
+	switch {
+	case reply == "":
+		return "no reply subject"
+	case len(reply) > maxReplyLen:
+		return "a reply subject over 512 bytes"
+	}
+	allowed := false
+	for _, p := range g.allow {
+		if strings.HasPrefix(reply, p) {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return "a reply subject that is no inbox"
+	}
+	for _, p := range g.refuse {
+		if strings.HasPrefix(reply, p) {
+			return "a reply subject among this vendor's own inboxes"
+		}
+	}
+	if !validSubject(reply) {
+		return "a malformed reply subject"
+	}
+	return ""
+}
+
+// maxReplyLen bounds a reply subject: inboxes are a few dozen bytes.
+const maxReplyLen = 512
+
+// validSubject reports whether s is a literal subject: non-empty tokens of
+// printable ASCII without wildcards, separated by single dots.
+func validSubject(s string) bool {
+	if s == "" {
+		return false
+	}
+	prev := byte('.')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '.' && prev == '.':
+			return false
+		case c <= ' ' || c >= 0x7f || c == '*' || c == '>':
+			return false
+		}
+		prev = c
+	}
+	return prev != '.'
+}
+
+// guard wraps a handler so that it sees only requests whose reply subject
+// may be answered; the others are dropped, before any ID is taken.
+func (s *Service) guard(mode string, h micro.Handler) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		if why := s.replies.why(req.Reply()); why != "" {
+			s.drop(mode, req.Subject(), req.Reply(), why)
+			return
+		}
+		h.Handle(req)
+	})
+}
+
+// drop counts and logs a request that gets no answer.
+func (s *Service) drop(mode, subject, reply, why string) {
+	s.obs.Dropped(mode, why)
+	s.replies.log.note(s, subject, reply, why)
+}
+
+// dropLog aggregates dropped requests into periodic log lines, so that a
+// flood of them cannot flood the log.
+type dropLog struct {
+	mu     sync.Mutex
+	last   time.Time
+	missed int
+}
+
+func (l *dropLog) note(s *Service, subject, reply, why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < 10*time.Second {
+		l.missed++
+		return
+	}
+	s.log.Warn("dropped a request with "+why+": a vendor answers only inboxes ("+strings.Join(s.cfg.ReplyPrefixes, ", ")+
+		"; LEAF_REPLY_PREFIXES), never '$' subjects or its own; someone may be trying to make it write to its own state",
+		"subject", subject, "reply", quote([]byte(reply)), "more_since_last_line", l.missed)
+	l.last, l.missed = time.Now(), 0
+}
