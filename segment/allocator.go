@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 // Defaults for the zero fields of Options.
@@ -184,20 +186,12 @@ func (a *Allocator) spawn(f func()) bool {
 	return true
 }
 
-// Range is a run of consecutive IDs: First, First+1, ..., First+Count-1.
-type Range struct {
-	First, Count int64
-}
-
-// Last returns the run's last ID.
-func (r Range) Last() int64 { return r.First + r.Count - 1 }
-
 // TryTake appends n ascending IDs for tag to dst if it can without waiting
 // for the store. ok is false, with nothing consumed, when serving would
 // wait: the tag's first load, both buffers empty, or a tag not yet looked
 // up; call Take then. A non-nil err is final (bad tag or n, unknown tag).
-func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok bool, err error) {
-	var buf [2]Range
+func (a *Allocator) TryTake(tag string, dst []int64, n int) (got []int64, ok bool, err error) {
+	var buf [2]ids.Range
 	rs, ok, err := a.TryTakeRanges(tag, buf[:0], int64(n))
 	return appendIDs(dst, rs, n), ok, err
 }
@@ -207,13 +201,13 @@ func (a *Allocator) TryTake(tag string, dst []int64, n int) (ids []int64, ok boo
 // past ctx. On error dst is returned unchanged; the error wraps
 // ErrInvalidTag, ErrUnknownTag or ErrUnavailable.
 func (a *Allocator) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
-	var buf [4]Range
+	var buf [4]ids.Range
 	rs, err := a.TakeRanges(ctx, tag, buf[:0], int64(n))
 	return appendIDs(dst, rs, n), err
 }
 
 // appendIDs appends the IDs of rs, n in all, to dst, growing it once.
-func appendIDs(dst []int64, rs []Range, n int) []int64 {
+func appendIDs(dst []int64, rs []ids.Range, n int) []int64 {
 	if len(rs) == 0 {
 		return dst
 	}
@@ -230,7 +224,7 @@ func appendIDs(dst []int64, rs []Range, n int) []int64 {
 // most two (the rest of the current segment and the start of the next),
 // whatever n, so a batch of any size costs the same. A strict tag fails
 // with ErrStrict: its leader serves it, with TryTakeStrict.
-func (a *Allocator) TryTakeRanges(tag string, dst []Range, n int64) (rs []Range, ok bool, err error) {
+func (a *Allocator) TryTakeRanges(tag string, dst []ids.Range, n int64) (rs []ids.Range, ok bool, err error) {
 	return a.tryTake(tag, dst, n, false)
 }
 
@@ -238,11 +232,11 @@ func (a *Allocator) TryTakeRanges(tag string, dst []Range, n int64) (rs []Range,
 // of one allocator ascend across calls, and after Restart they come from a
 // segment allocated after it. A tag that is not strict fails with
 // ErrNotStrict.
-func (a *Allocator) TryTakeStrict(tag string, dst []Range, n int64) (rs []Range, ok bool, err error) {
+func (a *Allocator) TryTakeStrict(tag string, dst []ids.Range, n int64) (rs []ids.Range, ok bool, err error) {
 	return a.tryTake(tag, dst, n, true)
 }
 
-func (a *Allocator) tryTake(tag string, dst []Range, n int64, strict bool) (rs []Range, ok bool, err error) {
+func (a *Allocator) tryTake(tag string, dst []ids.Range, n int64, strict bool) (rs []ids.Range, ok bool, err error) {
 	if n < 1 {
 		return dst, false, errCount(n)
 	}
@@ -276,14 +270,14 @@ func (a *Allocator) tryTake(tag string, dst []Range, n int64, strict bool) (rs [
 // itself, in one round trip, above every buffered ID: a consumer of range
 // replies can ask for millions of IDs at once. A strict tag fails with
 // ErrStrict: its leader serves it, with TakeStrict.
-func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []Range, n int64) ([]Range, error) {
+func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	return a.take(ctx, tag, dst, n, false)
 }
 
 // TakeStrict is TakeRanges for a strict tag, for its leader (see
 // TryTakeStrict). A batch allocated for itself drops the buffers, whose IDs
 // are below it, so that the next IDs are above it too.
-func (a *Allocator) TakeStrict(ctx context.Context, tag string, dst []Range, n int64) ([]Range, error) {
+func (a *Allocator) TakeStrict(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	return a.take(ctx, tag, dst, n, true)
 }
 
@@ -306,7 +300,7 @@ func (a *Allocator) Restart(tag string) {
 	}
 }
 
-func (a *Allocator) take(ctx context.Context, tag string, dst []Range, n int64, strict bool) ([]Range, error) {
+func (a *Allocator) take(ctx context.Context, tag string, dst []ids.Range, n int64, strict bool) ([]ids.Range, error) {
 	if n < 1 {
 		return dst, errCount(n)
 	}
@@ -367,7 +361,7 @@ func (a *Allocator) take(ctx context.Context, tag string, dst []Range, n int64, 
 // are above every buffered one, so the batch stays ascending. A normal tag
 // keeps its buffers; a strict one drops them, or its next IDs would be
 // below this batch's.
-func (a *Allocator) takeDirect(ctx context.Context, b *buffer, dst []Range, need int64) ([]Range, error) {
+func (a *Allocator) takeDirect(ctx context.Context, b *buffer, dst []ids.Range, need int64) ([]ids.Range, error) {
 	tag := b.tag
 	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
 	defer cancel()
@@ -393,7 +387,7 @@ func (a *Allocator) takeDirect(ctx context.Context, b *buffer, dst []Range, need
 		// The mode changed: the batch may not be served the way asked.
 		return dst, b.modeChanged(row.Strict)
 	}
-	return append(dst, Range{seg.Start, need}), nil
+	return append(dst, ids.Range{First: seg.Start, Count: need}), nil
 }
 
 // errWaited is the cause of a Take's context once Options.Wait has passed.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -506,7 +507,7 @@ func TestTakeRanges(t *testing.T) {
 	take(t, a, "order", 5)
 	nextReady(t, a, "order")
 	rs, ok, err := a.TryTakeRanges("order", nil, 10) // 6..10 and 11..15
-	if err != nil || !ok || len(rs) != 2 || rs[0] != (segment.Range{First: 6, Count: 5}) || rs[1] != (segment.Range{First: 11, Count: 5}) {
+	if err != nil || !ok || len(rs) != 2 || rs[0] != (ids.Range{First: 6, Count: 5}) || rs[1] != (ids.Range{First: 11, Count: 5}) {
 		t.Fatalf("TryTakeRanges across a switch = %v, %v, %v; want [6+5 11+5]", rs, ok, err)
 	}
 	before := len(store.allocSteps())

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkTryTakeRanges(b *testing.B) {
 	for _, n := range []int64{1, 1000, 100_000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			a := open(b, newFakeStore(1_000_000, "order"), segment.Options{Now: time.Now, MaxStep: 100_000_000})
-			dst := make([]segment.Range, 0, 2)
+			dst := make([]ids.Range, 0, 2)
 			take(b, a, "order", 1)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 // Segment is a range of IDs: [Start, End), of which Value is the next to
@@ -50,10 +52,10 @@ type span struct{ lo, hi int64 }
 type spans [2]span
 
 // appendRanges appends the runs of r that hold IDs to dst.
-func (r *spans) appendRanges(dst []Range) []Range {
+func (r *spans) appendRanges(dst []ids.Range) []ids.Range {
 	for _, s := range r {
 		if s.hi > s.lo {
-			dst = append(dst, Range{s.lo, s.hi - s.lo})
+			dst = append(dst, ids.Range{First: s.lo, Count: s.hi - s.lo})
 		}
 	}
 	return dst

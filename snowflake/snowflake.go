@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 // Bit layout of an ID.
@@ -219,16 +221,11 @@ func (g *Generator) Stats() Stats {
 // Next returns one ID.
 func (g *Generator) Next() (int64, error) {
 	var buf [1]int64
-	ids, err := g.NextN(buf[:0], 1)
+	got, err := g.NextN(buf[:0], 1)
 	if err != nil {
 		return 0, err
 	}
-	return ids[0], nil
-}
-
-// Range is a run of consecutive IDs: those of one millisecond.
-type Range struct {
-	First, Count int64
+	return got[0], nil
 }
 
 // NextN appends n ascending IDs to dst. On error it returns dst unchanged:
@@ -242,7 +239,7 @@ func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
 	defer g.mu.Unlock()
 	now, err := g.now()
 	for n > 0 && err == nil {
-		var r Range
+		var r ids.Range
 		if r, now, err = g.run(now, n); err == nil {
 			for id := r.First; id < r.First+r.Count; id++ {
 				dst = append(dst, id)
@@ -258,7 +255,7 @@ func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
 
 // NextRanges appends n ascending IDs to dst as runs, one per millisecond,
 // without making each ID. On error it returns dst unchanged.
-func (g *Generator) NextRanges(dst []Range, n int) ([]Range, error) {
+func (g *Generator) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
 	if n <= 0 {
 		return dst, nil
 	}
@@ -267,7 +264,7 @@ func (g *Generator) NextRanges(dst []Range, n int) ([]Range, error) {
 	defer g.mu.Unlock()
 	now, err := g.now()
 	for n > 0 && err == nil {
-		var r Range
+		var r ids.Range
 		if r, now, err = g.run(now, n); err == nil {
 			dst = append(dst, r)
 			n -= int(r.Count)
@@ -282,7 +279,7 @@ func (g *Generator) NextRanges(dst []Range, n int) ([]Range, error) {
 // run takes the next run of at most n IDs, in the millisecond now or, when
 // that one is used up, the next: it returns the run and the millisecond to
 // go on from. g.mu is held.
-func (g *Generator) run(now int64, n int) (Range, int64, error) {
+func (g *Generator) run(now int64, n int) (ids.Range, int64, error) {
 	for {
 		if now > g.last {
 			g.last = now
@@ -291,23 +288,23 @@ func (g *Generator) run(now int64, n int) (Range, int64, error) {
 			// This millisecond is used up: wait for the next one.
 			var err error
 			if now, err = g.nextMilli(); err != nil {
-				return Range{}, now, err
+				return ids.Range{}, now, err
 			}
 			continue
 		}
 		elapsed := g.last - g.epoch
 		if elapsed < 0 || elapsed > maxElapsed {
-			return Range{}, now, fmt.Errorf("%w: %d ms since epoch %d", ErrTimeOverflow, elapsed, g.epoch)
+			return ids.Range{}, now, fmt.Errorf("%w: %d ms since epoch %d", ErrTimeOverflow, elapsed, g.epoch)
 		}
 		if g.limited && g.last > g.limitMs {
-			return Range{}, now, fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
+			return ids.Range{}, now, fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
 		}
 		base := elapsed<<timeShift | g.workerBits
 		if base == 0 && g.seq == 0 {
 			g.seq = 1 // the epoch's first millisecond on worker 0: never ID 0
 		}
 		k := min(n, MaxSequence+1-g.seq)
-		r := Range{First: base | int64(g.seq), Count: int64(k)}
+		r := ids.Range{First: base | int64(g.seq), Count: int64(k)}
 		g.seq += k
 		return r, now, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 // fakeClock is a clock tests move by hand; Sleep advances it.
@@ -398,7 +400,7 @@ func BenchmarkNextN1000(b *testing.B) {
 
 func BenchmarkNextRanges10000(b *testing.B) {
 	g, _ := New(Settings{})
-	buf := make([]Range, 0, 8)
+	buf := make([]ids.Range, 0, 8)
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error

@@ -40,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -61,8 +62,8 @@ var (
 // Source is where a leader takes a strict tag's IDs: segment.Allocator.
 type Source interface {
 	Restart(tag string)
-	TryTakeStrict(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error)
-	TakeStrict(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
+	TryTakeStrict(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error)
+	TakeStrict(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error)
 }
 
 var _ Source = (*segment.Allocator)(nil)
@@ -86,7 +87,7 @@ type Config struct {
 	Lead func(ctx context.Context, tag string) (l Lease, notBefore time.Time, err error)
 	// Forward asks the tag's leader for n IDs: ErrNoLeader when none
 	// answered.
-	Forward func(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
+	Forward func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error)
 	// Listen makes this vendor reachable as tag's leader (a subscription
 	// on which Forward's requests arrive); stop undoes it. Optional.
 	Listen func(tag string) (stop func(), err error)
@@ -188,7 +189,7 @@ func (ls *Leaders) leading(tag string) *lead {
 
 // TryTake serves n IDs of tag from memory when this vendor leads it and can
 // without waiting for the store; ok is false otherwise (call Take).
-func (ls *Leaders) TryTake(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
+func (ls *Leaders) TryTake(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	l := ls.leading(tag)
 	if l == nil {
 		return dst, false, nil
@@ -206,7 +207,7 @@ func (ls *Leaders) TryTake(tag string, dst []segment.Range, n int64) ([]segment.
 // Take serves n IDs of tag: from this vendor's buffer when it leads the
 // tag, from the leader's over Forward when another vendor does, and when
 // none answers, by taking the lead.
-func (ls *Leaders) Take(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	if l := ls.leading(tag); l != nil {
 		return ls.serve(ctx, l, dst, n)
 	}
@@ -228,7 +229,7 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []segment.Range, n 
 
 // Serve answers a request Forward sent to this vendor: from its buffer when
 // it leads tag, ErrNotLeader otherwise.
-func (ls *Leaders) Serve(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (ls *Leaders) Serve(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	l := ls.leading(tag)
 	if l == nil {
 		return dst, fmt.Errorf("%w: %q", ErrNotLeader, tag)
@@ -238,7 +239,7 @@ func (ls *Leaders) Serve(ctx context.Context, tag string, dst []segment.Range, n
 
 // serve takes the IDs, then checks that the lead is still good: IDs taken
 // while it is not (the store answered after the deadline) are dropped.
-func (ls *Leaders) serve(ctx context.Context, l *lead, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (ls *Leaders) serve(ctx context.Context, l *lead, dst []ids.Range, n int64) ([]ids.Range, error) {
 	if err := ls.serveErr(l); err != nil {
 		return dst, unavailable(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
 )
@@ -131,7 +132,7 @@ func (c *cluster) newVendor(name string) *vendor {
 			c.kv.holder[tag], c.kv.expiry[tag] = name, time.Now().Add(c.kv.ttl)
 			return &fakeLease{kv: c.kv, tag: tag, me: name, failing: &v.failing}, time.Time{}, nil
 		},
-		Forward: func(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+		Forward: func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 			c.mu.Lock()
 			leader := c.listening[tag]
 			c.mu.Unlock()
@@ -166,7 +167,7 @@ func (c *cluster) newVendor(name string) *vendor {
 }
 
 // take asks v for n IDs of ledger the way the vendor's handler does.
-func (v *vendor) take(ctx context.Context, n int64) ([]segment.Range, error) {
+func (v *vendor) take(ctx context.Context, n int64) ([]ids.Range, error) {
 	if rs, ok, err := v.ls.TryTake("ledger", nil, n); ok || err != nil {
 		return rs, err
 	}
@@ -332,7 +333,7 @@ func TestNormalTagEndsTheLead(t *testing.T) {
 type call struct {
 	sent, received time.Time
 	first, last    int64
-	runs           []segment.Range
+	runs           []ids.Range
 }
 
 // checkOrder reports every pair of calls in which one was received before
@@ -354,14 +355,14 @@ func checkOrder(calls []call) (violations, dups int) {
 			violations++
 		}
 	}
-	var runs []segment.Range
+	var runs []ids.Range
 	for _, c := range calls {
 		if c.runs == nil {
-			c.runs = []segment.Range{{First: c.first, Count: c.last - c.first + 1}}
+			c.runs = []ids.Range{{First: c.first, Count: c.last - c.first + 1}}
 		}
 		runs = append(runs, c.runs...)
 	}
-	slices.SortFunc(runs, func(a, b segment.Range) int { return cmp.Compare(a.First, b.First) })
+	slices.SortFunc(runs, func(a, b ids.Range) int { return cmp.Compare(a.First, b.First) })
 	for i := 1; i < len(runs); i++ {
 		if runs[i].First <= runs[i-1].Last() {
 			dups++

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -138,7 +139,7 @@ func (s *Source) Next(ctx context.Context) (int64, error) {
 			return id, err
 		}
 	}
-	var one [1]Range
+	var one [1]ids.Range
 	rs, err := s.request(ctx, one[:0], 1)
 	if err != nil {
 		return 0, err
@@ -167,7 +168,7 @@ func (s *Source) NextN(ctx context.Context, n int) ([]int64, error) {
 // the ranges encoding: a batch of any size is a few bytes on the wire. n
 // may be up to the service's max range batch for a segment tag, the max
 // batch for snowflake IDs. It does not use the prefetch buffer.
-func (s *Source) NextRanges(ctx context.Context, n int64) ([]Range, error) {
+func (s *Source) NextRanges(ctx context.Context, n int64) ([]ids.Range, error) {
 	if n < 1 || n > s.limit {
 		return nil, fmt.Errorf("%w: asked for %d IDs; ask for 1 to %d per request", ErrBadRequest, n, s.limit)
 	}
@@ -198,7 +199,7 @@ var rangesEncoding = []string{EncodingRanges}
 
 // request asks for n IDs in the ranges encoding, appends their runs to dst
 // and retries what a retry can fix: 503s, timeouts and no responders.
-func (s *Source) request(ctx context.Context, dst []Range, n int64) ([]Range, error) {
+func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.Range, error) {
 	cfg := &s.c.cfg
 	// One ID is as short in text, the default, which spares both ends a
 	// header; more travel as ranges, a few bytes for any batch.
@@ -238,7 +239,7 @@ func (s *Source) request(ctx context.Context, dst []Range, n int64) ([]Range, er
 }
 
 // attempt sends one request and decodes its reply.
-func (s *Source) attempt(ctx context.Context, dst []Range, msg *nats.Msg, n int64) ([]Range, error) {
+func (s *Source) attempt(ctx context.Context, dst []ids.Range, msg *nats.Msg, n int64) ([]ids.Range, error) {
 	actx, cancel := context.WithTimeout(ctx, s.c.cfg.Timeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -264,7 +265,7 @@ func (s *Source) attempt(ctx context.Context, dst []Range, msg *nats.Msg, n int6
 	} else { // one ID, or a vendor that predates ranges
 		dst, err = decodeTextRanges(dst, reply.Data)
 	}
-	if got := Count(dst[before:]); err == nil && got != n {
+	if got := ids.Count(dst[before:]); err == nil && got != n {
 		err = fmt.Errorf("%w: asked %s for %d IDs, got %d", ErrBadReply, s.subject, n, got)
 	}
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -37,7 +38,7 @@ func newCounterSegments(tags ...string) *counterSegments {
 	return c
 }
 
-func (c *counterSegments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
+func (c *counterSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first, ok := c.next[tag]
@@ -45,10 +46,10 @@ func (c *counterSegments) TryTakeRanges(tag string, dst []segment.Range, n int64
 		return dst, false, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
 	c.next[tag] = first + n
-	return append(dst, segment.Range{First: first, Count: n}), true, nil
+	return append(dst, ids.Range{First: first, Count: n}), true, nil
 }
 
-func (c *counterSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (c *counterSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	rs, _, err := c.TryTakeRanges(tag, dst, n)
 	return rs, err
 }
@@ -104,20 +105,20 @@ func errorReply(code int) *nats.Msg {
 
 // idsReply answers with ids, ascending, in the ranges encoding the client
 // asks for.
-func idsReply(ids ...int64) *nats.Msg {
-	var rs []vending.Range
-	for _, id := range ids {
+func idsReply(want ...int64) *nats.Msg {
+	var rs []ids.Range
+	for _, id := range want {
 		if n := len(rs); n > 0 && rs[n-1].Last()+1 == id {
 			rs[n-1].Count++
 			continue
 		}
-		rs = append(rs, vending.Range{First: id, Count: 1})
+		rs = append(rs, ids.Range{First: id, Count: 1})
 	}
 	return rangesReply(rs...)
 }
 
 // rangesReply answers with rs in the ranges encoding, marked as such.
-func rangesReply(rs ...vending.Range) *nats.Msg {
+func rangesReply(rs ...ids.Range) *nats.Msg {
 	m := nats.NewMsg("")
 	m.Header.Set(vending.EncodingHeader, vending.EncodingRanges)
 	m.Data = vending.AppendRanges(nil, rs)
@@ -207,7 +208,7 @@ func TestClientReadsTextReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, err := src.NextRanges(ctxT(t), 4)
-	if err != nil || len(rs) != 2 || rs[0] != (vending.Range{First: 7, Count: 3}) || rs[1] != (vending.Range{First: 20, Count: 1}) {
+	if err != nil || len(rs) != 2 || rs[0] != (ids.Range{First: 7, Count: 3}) || rs[1] != (ids.Range{First: 20, Count: 1}) {
 		t.Fatalf("NextRanges = %v, %v; want 7..9 and 20", rs, err)
 	}
 	if _, err := src.NextRanges(ctxT(t), 3); !errors.Is(err, vending.ErrBadReply) {
@@ -466,7 +467,7 @@ func TestPrefetchSurfacesRefillErrors(t *testing.T) {
 		}
 		n, _ := strconv.ParseInt(string(req.Data), 10, 64)
 		first := last.Add(n) - n + 1
-		return rangesReply(vending.Range{First: first, Count: n})
+		return rangesReply(ids.Range{First: first, Count: n})
 	})
 	c := newClient(t, nc, vending.ClientConfig{Prefetch: 100, LowWater: 10, Retries: -1})
 	ctx := ctxT(t)
@@ -627,7 +628,7 @@ func TestPrefetchBypassedForStrictTags(t *testing.T) {
 			n, _ = strconv.ParseInt(string(req.Data), 10, 64)
 		}
 		first := last.Add(n) - n + 1
-		m := rangesReply(vending.Range{First: first, Count: n})
+		m := rangesReply(ids.Range{First: first, Count: n})
 		if req.Header.Get(vending.EncodingHeader) != vending.EncodingRanges {
 			m = nats.NewMsg("")
 			m.Data = strconv.AppendInt(nil, first, 10)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 // Reply encodings. Text (decimal IDs separated by "\n") is the default, so
@@ -32,24 +34,9 @@ const StrictHeader = "Leaf-Strict"
 // rangeBytes is the size of a run in the ranges encoding.
 const rangeBytes = 16
 
-// Range is a run of consecutive IDs: First, First+1, ..., First+Count-1.
-type Range struct {
-	First, Count int64
-}
-
-// Last returns the run's last ID.
-func (r Range) Last() int64 { return r.First + r.Count - 1 }
-
-// ranged is any type shaped as a Range: the runs of snowflake.Generator and
-// segment.Allocator encode without a copy.
-type ranged interface {
-	~struct{ First, Count int64 }
-}
-
 // AppendRanges appends rs in the ranges encoding.
-func AppendRanges[R ranged](dst []byte, rs []R) []byte {
-	for _, x := range rs {
-		r := Range(x)
+func AppendRanges(dst []byte, rs []ids.Range) []byte {
+	for _, r := range rs {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(r.First))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Count))
 	}
@@ -57,10 +44,9 @@ func AppendRanges[R ranged](dst []byte, rs []R) []byte {
 }
 
 // AppendTextRanges appends the IDs of rs as text, as AppendText does.
-func AppendTextRanges[R ranged](dst []byte, rs []R) []byte {
+func AppendTextRanges(dst []byte, rs []ids.Range) []byte {
 	sep := false
-	for _, x := range rs {
-		r := Range(x)
+	for _, r := range rs {
 		for id := r.First; id < r.First+r.Count; id++ {
 			if sep {
 				dst = append(dst, '\n')
@@ -73,9 +59,8 @@ func AppendTextRanges[R ranged](dst []byte, rs []R) []byte {
 }
 
 // AppendBinaryRanges appends the IDs of rs in the binary encoding.
-func AppendBinaryRanges[R ranged](dst []byte, rs []R) []byte {
-	for _, x := range rs {
-		r := Range(x)
+func AppendBinaryRanges(dst []byte, rs []ids.Range) []byte {
+	for _, r := range rs {
 		for id := r.First; id < r.First+r.Count; id++ {
 			dst = binary.BigEndian.AppendUint64(dst, uint64(id))
 		}
@@ -85,14 +70,14 @@ func AppendBinaryRanges[R ranged](dst []byte, rs []R) []byte {
 
 // DecodeRanges appends the runs of a ranges reply to dst. Every run must
 // be positive and non-empty, and start after the one before ends.
-func DecodeRanges(dst []Range, body []byte) ([]Range, error) {
+func DecodeRanges(dst []ids.Range, body []byte) ([]ids.Range, error) {
 	if len(body) == 0 || len(body)%rangeBytes != 0 {
 		return dst, fmt.Errorf("%w: ranges reply of %d bytes", ErrBadReply, len(body))
 	}
 	orig := len(dst)
 	prev := int64(0)
 	for i := 0; i < len(body); i += rangeBytes {
-		r := Range{int64(binary.BigEndian.Uint64(body[i:])), int64(binary.BigEndian.Uint64(body[i+8:]))}
+		r := ids.Range{First: int64(binary.BigEndian.Uint64(body[i:])), Count: int64(binary.BigEndian.Uint64(body[i+8:]))}
 		switch {
 		case r.First <= 0 || r.Count <= 0:
 			return dst[:orig], fmt.Errorf("%w: run of %d IDs from %d", ErrBadReply, r.Count, r.First)
@@ -109,28 +94,19 @@ func DecodeRanges(dst []Range, body []byte) ([]Range, error) {
 
 // decodeTextRanges appends the IDs of a text reply to dst as runs: the
 // client's way to read one ID, or a vendor that predates ranges.
-func decodeTextRanges(dst []Range, body []byte) ([]Range, error) {
+func decodeTextRanges(dst []ids.Range, body []byte) ([]ids.Range, error) {
 	orig := len(dst)
 	err := eachTextID(body, func(id int64) {
 		if n := len(dst); n > orig && dst[n-1].Last() == id-1 {
 			dst[n-1].Count++
 		} else {
-			dst = append(dst, Range{First: id, Count: 1})
+			dst = append(dst, ids.Range{First: id, Count: 1})
 		}
 	})
 	if err != nil {
 		return dst[:orig], err
 	}
 	return dst, nil
-}
-
-// Count returns how many IDs rs hold.
-func Count[R ranged](rs []R) int64 {
-	var n int64
-	for _, x := range rs {
-		n += Range(x).Count
-	}
-	return n
 }
 
 // ParseCount parses a request body: empty (or only white space) means 1,

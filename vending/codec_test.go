@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 func TestParseCount(t *testing.T) {
@@ -163,12 +165,12 @@ func FuzzDecodeText(f *testing.F) {
 
 // The range encodings hand out the IDs the ID encodings do, in a few bytes.
 func TestRangeEncodings(t *testing.T) {
-	rs := []Range{{1, 3}, {10, 1}, {1<<62 - 1, 2}}
-	ids := []int64{1, 2, 3, 10, 1<<62 - 1, 1 << 62}
-	if got := AppendTextRanges(nil, rs); !bytes.Equal(got, AppendText(nil, ids)) {
-		t.Fatalf("AppendTextRanges = %q, want %q", got, AppendText(nil, ids))
+	rs := []ids.Range{{First: 1, Count: 3}, {First: 10, Count: 1}, {First: 1<<62 - 1, Count: 2}}
+	want := []int64{1, 2, 3, 10, 1<<62 - 1, 1 << 62}
+	if got := AppendTextRanges(nil, rs); !bytes.Equal(got, AppendText(nil, want)) {
+		t.Fatalf("AppendTextRanges = %q, want %q", got, AppendText(nil, want))
 	}
-	if got := AppendBinaryRanges(nil, rs); !bytes.Equal(got, AppendBinary(nil, ids)) {
+	if got := AppendBinaryRanges(nil, rs); !bytes.Equal(got, AppendBinary(nil, want)) {
 		t.Fatalf("AppendBinaryRanges differs from AppendBinary")
 	}
 	body := AppendRanges(nil, rs)
@@ -176,7 +178,7 @@ func TestRangeEncodings(t *testing.T) {
 		t.Fatalf("ranges reply of %d bytes for %d runs", len(body), len(rs))
 	}
 	got, err := DecodeRanges(nil, body)
-	if err != nil || len(got) != len(rs) || Count(got) != int64(len(ids)) {
+	if err != nil || len(got) != len(rs) || ids.Count(got) != int64(len(want)) {
 		t.Fatalf("DecodeRanges = %v, %v; want %v", got, err, rs)
 	}
 	for i := range rs {
@@ -184,16 +186,16 @@ func TestRangeEncodings(t *testing.T) {
 			t.Fatalf("run %d = %v, want %v", i, got[i], rs[i])
 		}
 	}
-	if r := (Range{First: 5, Count: 3}); r.Last() != 7 {
+	if r := (ids.Range{First: 5, Count: 3}); r.Last() != 7 {
 		t.Fatalf("Last = %d", r.Last())
 	}
 }
 
 func TestDecodeRangesRejectsBadReplies(t *testing.T) {
 	enc := func(pairs ...int64) []byte {
-		var rs []Range
+		var rs []ids.Range
 		for i := 0; i+1 < len(pairs); i += 2 {
-			rs = append(rs, Range{pairs[i], pairs[i+1]})
+			rs = append(rs, ids.Range{First: pairs[i], Count: pairs[i+1]})
 		}
 		return AppendRanges(nil, rs)
 	}
@@ -216,8 +218,8 @@ func TestDecodeRangesRejectsBadReplies(t *testing.T) {
 }
 
 func FuzzDecodeRanges(f *testing.F) {
-	f.Add(AppendRanges(nil, []Range{{1, 3}, {10, 1}}))
-	f.Add(AppendRanges(nil, []Range{{1<<63 - 1, 1}}))
+	f.Add(AppendRanges(nil, []ids.Range{{First: 1, Count: 3}, {First: 10, Count: 1}}))
+	f.Add(AppendRanges(nil, []ids.Range{{First: 1<<63 - 1, Count: 1}}))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rs, err := DecodeRanges(nil, body)

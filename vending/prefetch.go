@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/leaf-nats/leaf/ids"
 )
 
 // Block is IDs reserved for one goroutine (Source.Block). Its Next hands
@@ -13,11 +15,11 @@ import (
 // a compare. The zero Block is empty. A Block is not safe for concurrent
 // use: give each goroutine its own.
 type Block struct {
-	next, end int64   // the run being handed out: [next, end)
-	more      []Range // the runs after it, when the block spans several
+	next, end int64       // the run being handed out: [next, end)
+	more      []ids.Range // the runs after it, when the block spans several
 }
 
-func newBlock(rs []Range) Block {
+func newBlock(rs []ids.Range) Block {
 	var b Block
 	if len(rs) > 0 {
 		b.next, b.end, b.more = rs[0].First, rs[0].First+rs[0].Count, rs[1:]
@@ -48,7 +50,7 @@ func (b *Block) nextRun() (int64, bool) {
 }
 
 // Len returns how many IDs the block still holds.
-func (b *Block) Len() int64 { return b.end - b.next + Count(b.more) }
+func (b *Block) Len() int64 { return b.end - b.next + ids.Count(b.more) }
 
 // prefetcher is a Source's buffer of runs. Callers take IDs from the
 // current run with an atomic add on its next ID: an add past its end means
@@ -65,9 +67,9 @@ type prefetcher struct {
 	asked atomic.Bool            // a refill is asked for or under way
 
 	mu     sync.Mutex
-	queue  []Range // the runs after cur, ascending
-	queued int64   // the IDs in queue
-	err    error   // the last refill's error, returned once the buffer is empty
+	queue  []ids.Range // the runs after cur, ascending
+	queued int64       // the IDs in queue
+	err    error       // the last refill's error, returned once the buffer is empty
 	filled chan struct{}
 	closed bool
 
@@ -109,7 +111,7 @@ func (p *prefetcher) next(ctx context.Context) (int64, error) {
 			return id, nil
 		}
 	}
-	b, err := p.take(ctx, 1, Range{})
+	b, err := p.take(ctx, 1, ids.Range{})
 	if err != nil {
 		return 0, err
 	}
@@ -120,7 +122,7 @@ func (p *prefetcher) next(ctx context.Context) (int64, error) {
 // block reserves n IDs with one atomic add when the current run holds
 // them.
 func (p *prefetcher) block(ctx context.Context, n int64) (Block, error) {
-	var part Range // what the add got of the current run before its end
+	var part ids.Range // what the add got of the current run before its end
 	if r := p.cur.Load(); r != nil {
 		start := r.next.Add(n) - n
 		if start+n <= r.end {
@@ -130,7 +132,7 @@ func (p *prefetcher) block(ctx context.Context, n int64) (Block, error) {
 			return Block{next: start, end: start + n}, nil
 		}
 		if start < r.end {
-			part = Range{start, r.end - start}
+			part = ids.Range{First: start, Count: r.end - start}
 		}
 	}
 	return p.take(ctx, n, part)
@@ -139,10 +141,10 @@ func (p *prefetcher) block(ctx context.Context, n int64) (Block, error) {
 // take is the slow path: it gives n IDs, of which part already came from
 // the current run, moving through the queue and waiting for a refill when
 // it is empty.
-func (p *prefetcher) take(ctx context.Context, n int64, part Range) (Block, error) {
+func (p *prefetcher) take(ctx context.Context, n int64, part ids.Range) (Block, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	rs := make([]Range, 0, 2)
+	rs := make([]ids.Range, 0, 2)
 	need := n
 	if part.Count > 0 {
 		rs, need = append(rs, part), need-part.Count
@@ -159,7 +161,7 @@ func (p *prefetcher) take(ctx context.Context, n int64, part Range) (Block, erro
 			start := r.next.Add(need) - need
 			if start < r.end {
 				k := min(need, r.end-start)
-				rs, need = append(rs, Range{start, k}), need-k
+				rs, need = append(rs, ids.Range{First: start, Count: k}), need-k
 				if start <= r.mark && r.mark < start+k {
 					p.ask()
 				}
@@ -180,7 +182,7 @@ func (p *prefetcher) take(ctx context.Context, n int64, part Range) (Block, erro
 }
 
 // install makes r the current run, with its refill mark. mu is held.
-func (p *prefetcher) install(r Range) {
+func (p *prefetcher) install(r ids.Range) {
 	end := r.First + r.Count
 	nr := &cursor{end: end, mark: -1}
 	nr.next.Store(r.First)
@@ -245,7 +247,7 @@ func (p *prefetcher) refillLoop() {
 		p.mu.Lock()
 		enough := p.held() > p.lowWater && p.err == nil
 		p.mu.Unlock()
-		var rs []Range
+		var rs []ids.Range
 		var err error
 		if !enough {
 			rs, err = p.src.request(p.src.ctx, nil, p.size)
@@ -258,7 +260,7 @@ func (p *prefetcher) refillLoop() {
 			p.err = fmt.Errorf("vending: prefetch from %s: %w", p.src.subject, err)
 		}
 		p.queue = append(p.queue, rs...)
-		p.queued += Count(rs)
+		p.queued += ids.Count(rs)
 		p.asked.Store(false)
 		close(p.filled)
 		p.filled = make(chan struct{})

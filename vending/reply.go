@@ -22,8 +22,8 @@ var DefaultReplyPrefixes = []string{nats.InboxPrefix, "_R_."}
 // request of the vendor's own would become a write to the vendor's state.
 // So a reply goes only to a subject that can be an inbox: one under a reply
 // prefix (Config.ReplyPrefixes), never a '$' subject, never one of the
-// service's own subjects, never the vendor's own inboxes (Config.OwnInboxes
-// and the service connection's).
+// service's own subjects, never the inboxes the vendor's own JetStream
+// requests wait on (Config.OwnInboxes).
 
 // replyGuard decides which reply subjects a service answers.
 type replyGuard struct {
@@ -32,13 +32,8 @@ type replyGuard struct {
 	log    dropLog
 }
 
-func newReplyGuard(nc *nats.Conn, c Config) *replyGuard {
-	g := &replyGuard{allow: c.ReplyPrefixes}
-	// The service connection's own request inbox: its pending requests
-	// (strict tags forwarded to their leader) must not read a forged reply.
-	g.refuse = append(g.refuse, RequestInbox(nc))
-	g.refuse = append(g.refuse, c.OwnInboxes...)
-	return g
+func newReplyGuard(c Config) *replyGuard {
+	return &replyGuard{allow: c.ReplyPrefixes, refuse: c.OwnInboxes}
 }
 
 // RequestInbox returns the prefix of the inboxes on which nc's requests

@@ -27,8 +27,10 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 	}
 	segs := newCounterSegments("order")
 	rec := &recorder{}
+	data := natstest.Conn(t, s) // a vendor's connection for JetStream
 	svc, err := vending.Start(nc, vending.Config{Snowflake: g, Segments: segs, Observer: rec,
-		ReplyPrefixes: append(slices.Clone(vending.DefaultReplyPrefixes), "_INBOX_orders.")})
+		ReplyPrefixes: append(slices.Clone(vending.DefaultReplyPrefixes), "_INBOX_orders."),
+		OwnInboxes:    []string{vending.RequestInbox(data)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 		"_INBOX.*",
 		"_INBOX..x",
 		"_INBOX." + strings.Repeat("x", 600),
-		vending.RequestInbox(nc) + "forged",
+		vending.RequestInbox(data) + "forged",
 	}
 	subjects := []string{"leaf.snowflake", "leaf.snowflake.decode", "leaf.segment.order"}
 	sent := 0

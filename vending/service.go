@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 )
@@ -45,7 +46,7 @@ func ValidatePrefix(prefix string) error {
 // Snowflake is the source of snowflake IDs (workerid.Keeper, or a
 // snowflake.Generator): n IDs as runs, one per millisecond.
 type Snowflake interface {
-	NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error)
+	NextRanges(dst []ids.Range, n int) ([]ids.Range, error)
 }
 
 // Segments is the source of segment IDs (segment.Allocator): n IDs as at
@@ -53,8 +54,8 @@ type Snowflake interface {
 type Segments interface {
 	// TryTakeRanges serves from memory or reports (ok false) that it
 	// would wait.
-	TryTakeRanges(tag string, dst []segment.Range, n int64) (rs []segment.Range, ok bool, err error)
-	TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error)
+	TryTakeRanges(tag string, dst []ids.Range, n int64) (rs []ids.Range, ok bool, err error)
+	TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error)
 }
 
 // StrictSegments is Segments that know which tags are strict: their
@@ -102,8 +103,9 @@ type Config struct {
 	// no ID taken (see replyGuard). Default DefaultReplyPrefixes.
 	ReplyPrefixes []string
 	// OwnInboxes are more prefixes never answered although they are under
-	// a reply prefix: the inboxes of the caller's other connections, whose
-	// pending requests must not read a forged reply (RequestInbox).
+	// a reply prefix: the inboxes on which the caller's JetStream requests
+	// wait for their acks, which must not read a forged reply
+	// (RequestInbox of that connection).
 	OwnInboxes []string
 	// Logger receives subscription errors and internal errors. Default:
 	// discard.
@@ -218,7 +220,7 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: newReplyGuard(nc, c)}
+	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: newReplyGuard(c)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
@@ -331,8 +333,8 @@ func (s *Service) Stop() error {
 // scratch is a request's working memory, reused across requests handled
 // one at a time on a subscription.
 type scratch struct {
-	sf  []snowflake.Range
-	seg []segment.Range
+	sf  []ids.Range
+	seg []ids.Range
 	out []byte
 }
 
@@ -349,7 +351,7 @@ func encoding(req micro.Request) (string, error) {
 }
 
 // encode appends the IDs of rs to out in encoding enc.
-func encode[R ranged](out []byte, enc string, rs []R) []byte {
+func encode(out []byte, enc string, rs []ids.Range) []byte {
 	switch enc {
 	case EncodingRanges:
 		return AppendRanges(out, rs)
@@ -370,9 +372,9 @@ var (
 
 // reply answers req with rs in encoding enc, and reports it.
 // A strict tag's reply says so.
-func reply[R ranged](s *Service, req micro.Request, out *[]byte, enc, mode, tag string, strict bool, rs []R, start time.Time) {
+func reply(s *Service, req micro.Request, out *[]byte, enc, mode, tag string, strict bool, rs []ids.Range, start time.Time) {
 	*out = encode((*out)[:0], enc, rs)
-	n := int(Count(rs))
+	n := int(ids.Count(rs))
 	var err error
 	switch {
 	case enc == EncodingRanges && strict:

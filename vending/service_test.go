@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/segment"
@@ -182,15 +183,15 @@ func TestEncodings(t *testing.T) {
 	nc := natstest.Conn(t, s)
 
 	msg := requestEnc(t, nc, "leaf.snowflake", vending.EncodingBinary, "1000")
-	ids, err := vending.DecodeBinary(nil, msg.Data)
-	if err != nil || len(ids) != 1000 || msg.Header.Get(vending.EncodingHeader) != "" {
-		t.Fatalf("binary reply: %d IDs, %v, headers %v", len(ids), err, msg.Header)
+	got, err := vending.DecodeBinary(nil, msg.Data)
+	if err != nil || len(got) != 1000 || msg.Header.Get(vending.EncodingHeader) != "" {
+		t.Fatalf("binary reply: %d IDs, %v, headers %v", len(got), err, msg.Header)
 	}
 
 	// Ranges: a snowflake batch is one run per millisecond, and says so.
 	msg = requestEnc(t, nc, "leaf.snowflake", vending.EncodingRanges, "10000")
 	rs, err := vending.DecodeRanges(nil, msg.Data)
-	if err != nil || vending.Count(rs) != 10000 || msg.Header.Get(vending.EncodingHeader) != vending.EncodingRanges {
+	if err != nil || ids.Count(rs) != 10000 || msg.Header.Get(vending.EncodingHeader) != vending.EncodingRanges {
 		t.Fatalf("snowflake ranges reply: %v, %v, headers %v", rs, err, msg.Header)
 	}
 	if len(msg.Data) > 16*(10000/4096+5) {
@@ -201,7 +202,7 @@ func TestEncodings(t *testing.T) {
 	// 16 bytes; text or binary are bound by the max batch.
 	msg = requestEnc(t, nc, "leaf.segment.order", vending.EncodingRanges, "1000000000")
 	rs, err = vending.DecodeRanges(nil, msg.Data)
-	if err != nil || len(rs) != 1 || rs[0] != (vending.Range{First: 1, Count: 1e9}) {
+	if err != nil || len(rs) != 1 || rs[0] != (ids.Range{First: 1, Count: 1e9}) {
 		t.Fatalf("segment ranges reply %v, %v", rs, err)
 	}
 	for _, tc := range []struct{ subject, enc, body string }{
@@ -275,28 +276,28 @@ type slowSegments struct {
 
 var _ vending.Segments = (*slowSegments)(nil)
 
-func (s *slowSegments) TryTakeRanges(string, []segment.Range, int64) ([]segment.Range, bool, error) {
+func (s *slowSegments) TryTakeRanges(string, []ids.Range, int64) ([]ids.Range, bool, error) {
 	return nil, false, nil
 }
 
-func (s *slowSegments) TakeRanges(ctx context.Context, _ string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (s *slowSegments) TakeRanges(ctx context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	s.entered <- struct{}{}
 	select {
 	case <-s.release:
 	case <-ctx.Done():
 		return dst, ctx.Err()
 	}
-	return append(dst, segment.Range{First: 100, Count: n}), nil
+	return append(dst, ids.Range{First: 100, Count: n}), nil
 }
 
 // failingSegments waits for the store, which fails.
 type failingSegments struct{}
 
-func (failingSegments) TryTakeRanges(string, []segment.Range, int64) ([]segment.Range, bool, error) {
+func (failingSegments) TryTakeRanges(string, []ids.Range, int64) ([]ids.Range, bool, error) {
 	return nil, false, nil
 }
 
-func (failingSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, _ int64) ([]segment.Range, error) {
+func (failingSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range, _ int64) ([]ids.Range, error) {
 	return dst, &segment.TagError{Tag: tag, Err: segment.ErrUnavailable}
 }
 
@@ -497,14 +498,14 @@ type tagSegments struct{}
 
 var _ vending.Segments = tagSegments{}
 
-func (tagSegments) TryTakeRanges(string, []segment.Range, int64) ([]segment.Range, bool, error) {
+func (tagSegments) TryTakeRanges(string, []ids.Range, int64) ([]ids.Range, bool, error) {
 	return nil, false, nil
 }
 
-func (tagSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (tagSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	switch tag {
 	case "order":
-		return append(dst, segment.Range{First: 1, Count: n}), nil
+		return append(dst, ids.Range{First: 1, Count: n}), nil
 	case "down":
 		return dst, &segment.TagError{Tag: tag, Err: segment.ErrUnavailable}
 	}

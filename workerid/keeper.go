@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
@@ -194,7 +195,7 @@ func (k *Keeper) NextN(dst []int64, n int) ([]int64, error) {
 }
 
 // NextRanges is NextN handing out runs of IDs, one per millisecond.
-func (k *Keeper) NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error) {
+func (k *Keeper) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
 	g, err := k.generator()
 	if err != nil {
 		return dst, err

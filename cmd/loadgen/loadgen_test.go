@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -23,15 +24,15 @@ type counterSegments struct{ next int64 }
 
 var _ vending.Segments = (*counterSegments)(nil)
 
-func (c *counterSegments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
+func (c *counterSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	if tag != "order" {
 		return dst, false, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
 	c.next += n
-	return append(dst, segment.Range{First: c.next - n + 1, Count: n}), true, nil
+	return append(dst, ids.Range{First: c.next - n + 1, Count: n}), true, nil
 }
 
-func (c *counterSegments) TakeRanges(_ context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (c *counterSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	rs, _, err := c.TryTakeRanges(tag, dst, n)
 	return rs, err
 }

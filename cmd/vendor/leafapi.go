@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -184,7 +185,7 @@ func (a *leafAPI) take(ctx context.Context, mode, key string) (int64, error) {
 	var id int64
 	switch mode {
 	case vending.ModeSnowflake:
-		var buf [1]snowflake.Range
+		var buf [1]ids.Range
 		rs, err := a.sf.NextRanges(buf[:0], 1)
 		if err != nil {
 			return 0, err
@@ -200,7 +201,7 @@ func (a *leafAPI) take(ctx context.Context, mode, key string) (int64, error) {
 			why := strings.TrimPrefix(err.Error(), segment.ErrInvalidTag.Error()+": ")
 			return 0, fmt.Errorf("%w: no tag can be %q here: %s", segment.ErrUnknownTag, key, why)
 		}
-		var buf [2]segment.Range
+		var buf [2]ids.Range
 		rs, ok, err := a.segs.TryTakeRanges(key, buf[:0], 1)
 		if err == nil && !ok {
 			rs, err = a.segs.TakeRanges(ctx, key, buf[:0], 1)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -239,22 +240,22 @@ type blockingSource struct {
 
 var _ vending.Snowflake = (*blockingSource)(nil)
 
-func (b *blockingSource) NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error) {
+func (b *blockingSource) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
 	b.entered <- struct{}{}
 	<-b.release
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.next++
-	return append(dst, snowflake.Range{First: b.next, Count: 1}), nil
+	return append(dst, ids.Range{First: b.next, Count: 1}), nil
 }
 
 type noSegments struct{}
 
-func (noSegments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
+func (noSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	return dst, false, segment.ErrUnknownTag
 }
 
-func (noSegments) TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (noSegments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	return dst, segment.ErrUnknownTag
 }
 

@@ -8,10 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/pgstore"
-	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -84,7 +84,7 @@ var errNoStrict = fmt.Errorf("%w: strict tags are not served yet", segment.ErrUn
 // TryTakeRanges serves from the buffers, past the gate (vending.Segments).
 // The allocator refuses a strict tag to normal takes (segment.ErrStrict):
 // then only the tag's leader serves it from memory.
-func (s *segments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]segment.Range, bool, error) {
+func (s *segments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	if err := s.gate(); err != nil {
 		return dst, false, err
 	}
@@ -104,7 +104,7 @@ func (s *segments) TryTakeRanges(tag string, dst []segment.Range, n int64) ([]se
 
 // TakeRanges serves waiting for the store, past the gate (vending.Segments);
 // a strict tag's requests wait for its leader, or take the lead.
-func (s *segments) TakeRanges(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (s *segments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	if err := s.gate(); err != nil {
 		return dst, err
 	}
@@ -145,7 +145,7 @@ type guardedSnowflake struct {
 	guard *contractGuard
 }
 
-func (s guardedSnowflake) NextRanges(dst []snowflake.Range, n int) ([]snowflake.Range, error) {
+func (s guardedSnowflake) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
 	if err := s.guard.snowflakeErr(); err != nil {
 		return dst, err
 	}

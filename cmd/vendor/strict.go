@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
@@ -116,7 +117,7 @@ var forwardHeader = nats.Header{vending.EncodingHeader: {vending.EncodingRanges}
 // listens as its leader, or the one that does is too slow to answer (frozen,
 // or cut off), so that the caller tries to take the lead, which the lease
 // decides.
-func (f *forwarder) forward(ctx context.Context, tag string, dst []segment.Range, n int64) ([]segment.Range, error) {
+func (f *forwarder) forward(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
 	msg := &nats.Msg{Subject: strictSubject(f.prefix, tag), Header: forwardHeader, Data: strconv.AppendInt(nil, n, 10)}
@@ -132,11 +133,11 @@ func (f *forwarder) forward(ctx context.Context, tag string, dst []segment.Range
 		return dst, &vending.Error{Code: c, Message: "the leader of the strict tag: " + reply.Header.Get(micro.ErrorHeader)}
 	}
 	rs, err := vending.DecodeRanges(nil, reply.Data)
-	if err != nil || vending.Count(rs) != n {
-		return dst, fmt.Errorf("%w: the leader of %q answered %d IDs for %d: %v", segment.ErrUnavailable, tag, vending.Count(rs), n, err)
+	if err != nil || ids.Count(rs) != n {
+		return dst, fmt.Errorf("%w: the leader of %q answered %d IDs for %d: %v", segment.ErrUnavailable, tag, ids.Count(rs), n, err)
 	}
 	for _, r := range rs {
-		dst = append(dst, segment.Range{First: r.First, Count: r.Count})
+		dst = append(dst, ids.Range{First: r.First, Count: r.Count})
 	}
 	return dst, nil
 }
@@ -184,7 +185,7 @@ func (f *forwarder) listen(tag string) (func(), error) {
 
 // respond answers a forwarded request with rs, or with err as the vending
 // service would: its code and sentence.
-func (f *forwarder) respond(m *nats.Msg, rs []segment.Range, err error) {
+func (f *forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
 	r := &nats.Msg{Subject: m.Reply}
 	if err != nil {
 		if errors.Is(err, strict.ErrNotLeader) {

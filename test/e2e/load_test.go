@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -28,7 +29,7 @@ type tally struct {
 
 	mu      sync.Mutex
 	ids     []int64
-	runs    []vending.Range   // IDs from replies in the ranges encoding
+	runs    []ids.Range       // IDs from replies in the ranges encoding
 	nRuns   int               // how many IDs runs hold
 	ok      int               // replies with IDs
 	errs    map[string]int    // "503", "timeout", "no responders", ...
@@ -82,12 +83,12 @@ func (tl *tally) requestRanges(nc *nats.Conn, subject string, n int, timeout tim
 		return "bad reply"
 	case msg.Header.Get(vending.EncodingHeader) != vending.EncodingRanges:
 		tl.violation("ranges reply without %s: %s", vending.EncodingHeader, vending.EncodingRanges)
-	case vending.Count(rs) != int64(n):
-		tl.violation("asked for %d IDs, got %d in %d runs", n, vending.Count(rs), len(rs))
+	case ids.Count(rs) != int64(n):
+		tl.violation("asked for %d IDs, got %d in %d runs", n, ids.Count(rs), len(rs))
 	}
 	tl.mu.Lock()
 	tl.runs = append(tl.runs, rs...)
-	tl.nRuns += int(vending.Count(rs))
+	tl.nRuns += int(ids.Count(rs))
 	tl.ok++
 	tl.mu.Unlock()
 	return ""
@@ -198,7 +199,7 @@ func (tl *tally) check(t testing.TB, more ...*tally) {
 	t.Helper()
 	all := []*tally{tl}
 	all = append(all, more...)
-	var runs []vending.Range
+	var runs []ids.Range
 	errs := map[string]int{}
 	ok := 0
 	var bad []string
@@ -206,7 +207,7 @@ func (tl *tally) check(t testing.TB, more ...*tally) {
 		x.mu.Lock()
 		runs = slices.Grow(runs, len(x.ids)+len(x.runs))
 		for _, id := range x.ids {
-			runs = append(runs, vending.Range{First: id, Count: 1})
+			runs = append(runs, ids.Range{First: id, Count: 1})
 		}
 		runs = append(runs, x.runs...)
 		for k, n := range x.errs {
@@ -240,11 +241,11 @@ func (tl *tally) check(t testing.TB, more ...*tally) {
 
 // overlaps counts the IDs runs hold, the IDs held more than once (with up
 // to five examples) and the IDs <= 0. It sorts runs.
-func overlaps(runs []vending.Range) (ids int64, dups []int64, ndups, nonpos int64) {
-	slices.SortFunc(runs, func(a, b vending.Range) int { return cmp.Compare(a.First, b.First) })
+func overlaps(runs []ids.Range) (total int64, dups []int64, ndups, nonpos int64) {
+	slices.SortFunc(runs, func(a, b ids.Range) int { return cmp.Compare(a.First, b.First) })
 	last := int64(math.MinInt64) // the highest ID seen so far
 	for _, r := range runs {
-		ids += r.Count
+		total += r.Count
 		if r.First <= 0 {
 			nonpos += min(r.Count, -r.First+1)
 		}
@@ -257,7 +258,7 @@ func overlaps(runs []vending.Range) (ids int64, dups []int64, ndups, nonpos int6
 		}
 		last = max(last, r.Last())
 	}
-	return ids, dups, ndups, nonpos
+	return total, dups, ndups, nonpos
 }
 
 // describe shows IDs with their snowflake parts, to tell which worker and

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/pgtest"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -24,7 +25,7 @@ import (
 // strictCall is one request of a strict tag as its client saw it.
 type strictCall struct {
 	sent, received time.Time
-	runs           []vending.Range
+	runs           []ids.Range
 }
 
 // strictLog records the calls of many clients.
@@ -146,7 +147,7 @@ func TestStrictTagOrderUnderFaults(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				default:
 					runs, err := vending.DecodeRanges(nil, msg.Data)
-					if err != nil || vending.Count(runs) != int64(n) || msg.Header.Get(vending.StrictHeader) != "true" {
+					if err != nil || ids.Count(runs) != int64(n) || msg.Header.Get(vending.StrictHeader) != "true" {
 						log.fail("bad reply")
 						continue
 					}
@@ -201,7 +202,7 @@ func TestStrictTagOrderUnderFaults(t *testing.T) {
 	cancel()
 	wg.Wait()
 
-	var runs []vending.Range
+	var runs []ids.Range
 	for _, c := range log.calls {
 		runs = append(runs, c.runs...)
 	}
@@ -222,7 +223,7 @@ func TestStrictTagOrderUnderFaults(t *testing.T) {
 func TestOrderViolationsChecker(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	run := func(first, n int64) []vending.Range { return []vending.Range{{First: first, Count: n}} }
+	run := func(first, n int64) []ids.Range { return []ids.Range{{First: first, Count: n}} }
 	ok := []strictCall{{at(0), at(2), run(1, 5)}, {at(1), at(5), run(7, 3)}, {at(3), at(4), run(6, 1)}}
 	if v, _ := orderViolations(ok); v != 0 {
 		t.Fatalf("in order: %d violations", v)

@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -274,7 +275,7 @@ func clientTake(c config, nc *nats.Conn, src *vending.Source) func() take {
 		}
 	default: // ranges
 		return func() take {
-			rs := make([]vending.Range, 0, 4)
+			rs := make([]ids.Range, 0, 4)
 			var order ascending
 			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{vending.EncodingHeader: []string{vending.EncodingRanges}}}
 			return func(ctx context.Context) (int64, int64, error) {
@@ -290,7 +291,7 @@ func clientTake(c config, nc *nats.Conn, src *vending.Source) func() take {
 				}
 				bad := order.see(rs[0].First)
 				order.last = rs[len(rs)-1].Last()
-				return vending.Count(rs), bad, nil
+				return ids.Count(rs), bad, nil
 			}
 		}
 	}
