@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/strict"
 )
 
 // LeadersBucket holds one key per strict tag that a vendor leads: the tag,
@@ -16,14 +18,11 @@ import (
 // leader that stopped renewing.
 const LeadersBucket = "leaf_strict_leaders"
 
-var (
-	// ErrLedElsewhere is returned by Lead when another vendor leads the
-	// tag; the error names it.
-	ErrLedElsewhere = errors.New("kv: another vendor leads the tag")
-	// ErrLeadLost is wrapped by a Lead's Renew once the key is gone or
-	// someone else's: the holder must stop serving the tag.
-	ErrLeadLost = errors.New("kv: lead of the tag lost")
-)
+// A Lead is a strict.Lease: Lead fails with an error wrapping
+// strict.ErrLedElsewhere (naming the leader) when another vendor leads the
+// tag, and a Lead's Renew with one wrapping strict.ErrLost once the key is
+// gone or someone else's.
+var _ strict.Lease = (*Lead)(nil)
 
 // Leaders is the bucket of strict tags' leases.
 type Leaders struct {
@@ -109,7 +108,7 @@ func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
 	rev, err := b.Create(ctx, tag, v)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		holder, _ := ls.Holder(ctx, tag)
-		return nil, fmt.Errorf("%w: %s leads %q", ErrLedElsewhere, holder, tag)
+		return nil, fmt.Errorf("%w: %s leads %q", strict.ErrLedElsewhere, holder, tag)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kv: lead %q: %w", tag, err)
@@ -159,7 +158,7 @@ func (l *Lead) Renew(ctx context.Context) (time.Time, error) {
 	rev, err := l.kv.Update(ctx, l.tag, l.value, l.rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		return time.Time{}, fmt.Errorf("%w: %q expired or was taken (%s)", ErrLeadLost, l.tag, jsText(err))
+		return time.Time{}, fmt.Errorf("%w: %q expired or was taken (%s)", strict.ErrLost, l.tag, jsText(err))
 	case err != nil:
 		// "No response from stream", or a time-out while the publish
 		// retries it, is also what a stream without a leader gives: ask
@@ -168,7 +167,7 @@ func (l *Lead) Renew(ctx context.Context) (time.Time, error) {
 		_, serr := l.kv.Status(pctx)
 		pcancel()
 		if bucketGone(serr) {
-			return time.Time{}, fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state)", ErrLeadLost, LeadersBucket)
+			return time.Time{}, fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state)", strict.ErrLost, LeadersBucket)
 		}
 		return time.Time{}, fmt.Errorf("kv: renew the lead of %q: %w", l.tag, err)
 	}

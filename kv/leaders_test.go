@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/strict"
 )
 
 func openLeaders(t *testing.T, js jetstream.JetStream, ttl time.Duration, holder string) *Leaders {
@@ -38,7 +39,7 @@ func TestLeadIsExclusiveAndExpires(t *testing.T) {
 	if !la.NotBefore.IsZero() && time.Until(la.NotBefore) > ttl {
 		t.Fatalf("NotBefore %v: more than a TTL away", la.NotBefore)
 	}
-	if _, err := b.Lead(ctx, "ledger"); !errors.Is(err, ErrLedElsewhere) || !strings.Contains(err.Error(), "vendor-a") {
+	if _, err := b.Lead(ctx, "ledger"); !errors.Is(err, strict.ErrLedElsewhere) || !strings.Contains(err.Error(), "vendor-a") {
 		t.Fatalf("second lead: %v, want ErrLedElsewhere naming vendor-a", err)
 	}
 	if h, err := b.Holder(ctx, "ledger"); err != nil || h != "vendor-a" {
@@ -70,7 +71,7 @@ func TestLeadIsExclusiveAndExpires(t *testing.T) {
 			took = time.Now()
 			break
 		}
-		if !errors.Is(err, ErrLedElsewhere) {
+		if !errors.Is(err, strict.ErrLedElsewhere) {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -78,7 +79,7 @@ func TestLeadIsExclusiveAndExpires(t *testing.T) {
 	if took.Before(deadline) {
 		t.Fatalf("a led at %v, before b's deadline %v", took, deadline)
 	}
-	if _, err := lb.Renew(ctx); !errors.Is(err, ErrLeadLost) {
+	if _, err := lb.Renew(ctx); !errors.Is(err, strict.ErrLost) {
 		t.Fatalf("b's renewal after expiry: %v, want ErrLeadLost", err)
 	}
 }
@@ -98,7 +99,7 @@ func TestLeadersBucketLost(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, LeadersBucket); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := la.Renew(ctx); !errors.Is(err, ErrLeadLost) {
+	if _, err := la.Renew(ctx); !errors.Is(err, strict.ErrLost) {
 		t.Fatalf("renewal in a deleted bucket: %v, want ErrLeadLost", err)
 	}
 	// a itself, which opened the bucket before it was lost, leads in the

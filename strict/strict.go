@@ -89,8 +89,9 @@ type Config struct {
 	// answered.
 	Forward func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error)
 	// Listen makes this vendor reachable as tag's leader (a subscription
-	// on which Forward's requests arrive); stop undoes it. Optional.
-	Listen func(tag string) (stop func(), err error)
+	// on which Forward's requests arrive, to be answered from ls with
+	// TryTake and Serve); stop undoes it. Optional.
+	Listen func(tag string, ls *Leaders) (stop func(), err error)
 	// Fence, when set, moves whenever a lease must be renewed before the
 	// next ID (the reconnects of the NATS connection requests arrive on).
 	Fence func() uint64
@@ -298,7 +299,7 @@ func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 	ls.cfg.Source.Restart(tag)
 	l := &lead{tag: tag, lease: lease, notBefore: notBefore, deadline: deadline, fencedAt: fence, renewNow: make(chan struct{}, 1)}
 	if ls.cfg.Listen != nil {
-		if l.stop, err = ls.cfg.Listen(tag); err != nil {
+		if l.stop, err = ls.cfg.Listen(tag, ls); err != nil {
 			lease.Release(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("%w: tag %q: listen for forwarded requests: %w", segment.ErrUnavailable, tag, err)
 		}

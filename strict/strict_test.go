@@ -145,7 +145,7 @@ func (c *cluster) newVendor(name string) *vendor {
 			}
 			return rs, err
 		},
-		Listen: func(tag string) (func(), error) {
+		Listen: func(tag string, _ *strict.Leaders) (func(), error) {
 			c.mu.Lock()
 			c.listening[tag] = v
 			c.mu.Unlock()

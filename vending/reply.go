@@ -2,6 +2,7 @@ package vending
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -127,7 +128,7 @@ func (s *Service) guard(mode string, h micro.Handler) micro.Handler {
 // drop counts and logs a request that gets no answer.
 func (s *Service) drop(mode, subject, reply, why string) {
 	s.obs.Dropped(mode, why)
-	s.replies.log.note(s, subject, reply, why)
+	s.replies.log.note(s.log, s.cfg.ReplyPrefixes, subject, reply, why)
 }
 
 // dropLog aggregates dropped requests into periodic log lines, so that a
@@ -138,14 +139,14 @@ type dropLog struct {
 	missed int
 }
 
-func (l *dropLog) note(s *Service, subject, reply, why string) {
+func (l *dropLog) note(log *slog.Logger, prefixes []string, subject, reply, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if time.Since(l.last) < 10*time.Second {
 		l.missed++
 		return
 	}
-	s.log.Warn("dropped a request with "+why+": a vendor answers only inboxes ("+strings.Join(s.cfg.ReplyPrefixes, ", ")+
+	log.Warn("dropped a request with "+why+": a vendor answers only inboxes ("+strings.Join(prefixes, ", ")+
 		"; LEAF_REPLY_PREFIXES), never '$' subjects or its own; someone may be trying to make it write to its own state",
 		"subject", subject, "reply", quote([]byte(reply)), "more_since_last_line", l.missed)
 	l.last, l.missed = time.Now(), 0

@@ -131,7 +131,7 @@ func (s *segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }
 // store.
 func (s *segments) Close() {
 	if s.strict != nil {
-		s.strict.Close()
+		s.strict.Close(context.Background())
 	}
 	s.alloc.Close()
 	s.close()

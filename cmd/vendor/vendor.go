@@ -125,7 +125,9 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.svcConn, v.svcClosed, err = connect(natsURL, cfg, "leaf-vendor", log); err != nil {
 		return err
 	}
-	if v.segs.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.segs.alloc, v.guard.segmentsErr); err != nil {
+	fc := vending.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch,
+		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Logger: log}
+	if v.segs.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.segs.alloc, v.guard.segmentsErr, fc); err != nil {
 		return err
 	}
 	if v.keeper, err = workerid.Open(v.keeperConfig(js, clock)); err != nil {
@@ -479,7 +481,9 @@ func (v *vendor) Close(ctx context.Context) error {
 	if v.segs != nil && v.segs.strict != nil {
 		// First, so that the other vendors lead this one's strict tags
 		// at once; its requests in flight go to them meanwhile.
-		v.segs.strict.Close()
+		if err := v.segs.strict.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop leading strict tags: %w", err))
+		}
 	}
 	if v.svc != nil {
 		if err := v.svc.Stop(); err != nil {
