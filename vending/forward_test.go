@@ -71,8 +71,10 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 	}
 	src := &strictSource{next: 1, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	ls, err := strict.New(strict.Config{
-		Source:  src,
-		Lead:    func(context.Context, string) (strict.Lease, time.Time, error) { return foreverLease{}, time.Time{}, nil },
+		Source: src,
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			return foreverLease{}, time.Time{}, nil
+		},
 		Forward: f.Forward,
 		Listen:  f.Listen,
 	})
