@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -24,6 +25,9 @@ var (
 	// when its holder renews the lease while Claim waits for it to expire:
 	// another process is alive and vending with it.
 	ErrHeldByLive = errors.New("kv: held by another live worker")
+	// errFarAhead: a worker ID's last timestamp is more than FarAhead
+	// ahead of the claimant's clock.
+	errFarAhead = fmt.Errorf("%w: an implausible last timestamp", workerid.ErrClockBehind)
 	// errClockRaced: a worker ID's timestamp changed under a holder's
 	// compare-and-set.
 	errClockRaced = errors.New("its last timestamp was written by another writer")
@@ -93,6 +97,9 @@ type LeaseConfig struct {
 	WaitHeld bool
 	// Report, when set, is told in a sentence why Claim is waiting.
 	Report func(string)
+	// Logger receives the worker IDs passed over because their records
+	// cannot be believed. Default: discard.
+	Logger *slog.Logger
 }
 
 func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
@@ -132,6 +139,9 @@ func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
 	}
 	if c.Report == nil {
 		c.Report = func(string) {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("kv: lease config: %w", err)
@@ -175,10 +185,25 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 	if err != nil {
 		return nil, err
 	}
+	return cl.scan(ctx, taken)
+}
+
+// FarAhead is how far ahead of the claimant's clock a worker ID's last
+// timestamp is reported as implausible: no clock that passed the skew check
+// runs so far ahead. The ID is passed over; `vendor cluster reset-worker`
+// repairs it.
+const FarAhead = time.Hour
+
+// scan tries the free worker IDs of the range, from a random one: a first
+// pass takes only IDs whose last timestamp the clock has passed, a second
+// one waits (up to MaxWait) for one it has not. An ID whose record is
+// corrupt or implausible is passed over and logged.
+func (cl *claimer) scan(ctx context.Context, taken map[int]bool) (*Lease, error) {
+	ids := *cl.cfg.IDs
 	size := ids.Size()
 	start := rand.IntN(size)
-	var behind error
-	for _, wait := range []time.Duration{0, c.MaxWait} {
+	var behind, passed error
+	for _, wait := range []time.Duration{0, cl.cfg.MaxWait} {
 		for i := range size {
 			id := ids.First + (start+i)%size
 			if taken[id] {
@@ -190,6 +215,9 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 				return l, nil
 			case errors.Is(err, jetstream.ErrKeyExists):
 				taken[id] = true
+			case errors.Is(err, ErrCorrupt), errors.Is(err, errFarAhead):
+				taken[id], passed = true, err
+				cl.cfg.Logger.Warn("worker ID passed over: its record cannot be believed", "worker_id", id, "err", err)
 			case errors.Is(err, workerid.ErrClockBehind):
 				behind = err
 			default:
@@ -197,8 +225,11 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 			}
 		}
 	}
-	if behind != nil {
+	switch {
+	case behind != nil:
 		return nil, fmt.Errorf("kv: no free worker ID in %s whose last timestamp this clock has passed: %w", ids, behind)
+	case passed != nil:
+		return nil, fmt.Errorf("kv: no worker ID in %s can be claimed; the last one passed over: %w", ids, passed)
 	}
 	return nil, fmt.Errorf("%w (IDs %s, bucket %s); stop some workers or wait %v for dead ones to expire",
 		ErrNoFreeWorkerID, ids, WorkersBucket, cl.ttl)
@@ -276,7 +307,12 @@ func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease,
 	if err != nil {
 		return nil, err
 	}
-	if ahead := time.Duration(last-cl.cfg.Clock.Now().UnixMilli()) * time.Millisecond; ahead > time.Second && ahead <= wait {
+	ahead := time.Duration(last-cl.cfg.Clock.Now().UnixMilli()) * time.Millisecond
+	if ahead > FarAhead {
+		return nil, fmt.Errorf("%w: worker ID %d's last timestamp is %v ahead of this clock (%s); if no vendor's clock ran that far ahead, reset it with: vendor cluster reset-worker %d",
+			errFarAhead, id, ahead.Round(time.Second), time.UnixMilli(last).UTC().Format(time.RFC3339), id)
+	}
+	if ahead > time.Second && ahead <= wait {
 		cl.cfg.Report(fmt.Sprintf("worker ID %d's last timestamp is %v ahead of this clock (an earlier holder's clock ran ahead, or it vended with a later epoch): waiting for it",
 			id, ahead.Round(time.Millisecond)))
 	}
@@ -316,9 +352,12 @@ func (cl *claimer) waitHeld(ctx context.Context, id int) (*Lease, error) {
 		case err != nil:
 			return nil, fmt.Errorf("kv: read the lease of worker ID %d: %w", id, err)
 		}
-		var v leaseValue
-		_ = json.Unmarshal(e.Value(), &v) // a value we cannot read names no holder
-		who := fmt.Sprintf("%q, claimed %s, renewed %s", v.Holder, v.Claimed.Format(time.RFC3339), e.Created().UTC().Format(time.RFC3339))
+		who := fmt.Sprintf("renewed %s", e.Created().UTC().Format(time.RFC3339))
+		if v, err := decodeLeaseValue(e.Value()); err == nil {
+			who = fmt.Sprintf("%q, claimed %s, %s", v.Holder, v.Claimed.Format(time.RFC3339), who)
+		} else {
+			who = corrupt(WorkersBucket, leaseKey(id), e.Revision(), e.Value(), err, "").Error() + ", " + who
+		}
 		switch {
 		case seen == 0:
 			seen = e.Revision()

@@ -116,7 +116,8 @@ func (cs *Contracts) create(ctx context.Context) error {
 }
 
 // Get returns the recorded contract and its revision, or ErrNoContract. A
-// bucket that is gone (deleted, or lost with the NATS store's JetStream
+// contract that cannot be believed is a *CorruptError, with its revision
+// for a Replace. A bucket that is gone (deleted, or lost with the NATS store's JetStream
 // state) is created again, empty: ErrNoContract, for the caller to record
 // the contract anew.
 func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
@@ -133,10 +134,10 @@ func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
 		}
 		return Contract{}, 0, fmt.Errorf("kv: read the cluster contract: %w", err)
 	}
-	var c Contract
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return Contract{}, 0, fmt.Errorf("kv: the cluster contract in bucket %s is not JSON (%w); restore it with nats kv history %s %s",
-			ClusterBucket, err, ClusterBucket, contractKey)
+	c, err := decodeContract(e.Value())
+	if err != nil {
+		return Contract{}, e.Revision(), corrupt(ClusterBucket, contractKey, e.Revision(), e.Value(), err,
+			"A running vendor records the contract it vends by again; nats kv history "+ClusterBucket+" "+contractKey+" shows the versions before")
 	}
 	return c, e.Revision(), nil
 }

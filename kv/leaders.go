@@ -107,7 +107,10 @@ func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
 	v, _ := json.Marshal(leadValue{Holder: ls.holder, Since: time.Now().UTC()})
 	rev, err := b.Create(ctx, tag, v)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		holder, _ := ls.Holder(ctx, tag)
+		holder, herr := ls.Holder(ctx, tag)
+		if herr != nil {
+			holder = herr.Error()
+		}
 		return nil, fmt.Errorf("%w: %s leads %q", strict.ErrLedElsewhere, holder, tag)
 	}
 	if err != nil {
@@ -128,9 +131,9 @@ func (ls *Leaders) Holder(ctx context.Context, tag string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var v leadValue
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return "?", nil
+	v, err := decodeLeadValue(e.Value())
+	if err != nil {
+		return "", corrupt(LeadersBucket, tag, e.Revision(), e.Value(), err, "It expires with the bucket's TTL")
 	}
 	return v.Holder, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -110,25 +109,10 @@ func readClock(ctx context.Context, clocks jetstream.KeyValue, id int, epoch int
 	}
 	last, theirs, err := ParseClock(e.Value())
 	if err != nil {
-		return 0, 0, fmt.Errorf("kv: last timestamp of worker ID %d is corrupt (%q); it must be at least the last Unix ms any holder used: fix it with nats kv put %s %s <ms>",
-			id, e.Value(), ClocksBucket, leaseKey(id))
+		return 0, 0, corrupt(ClocksBucket, leaseKey(id), e.Revision(), e.Value(), err,
+			fmt.Sprintf("Worker ID %d is not claimed while it is; if no vendor used it in the last minutes, reset it with: vendor cluster reset-worker %d", id, id))
 	}
 	return inEpoch(last, theirs, epoch), e.Revision(), nil
-}
-
-// ParseClock reads a value of the clocks bucket: the last Unix ms a holder
-// of the worker ID may have used and that holder's snowflake epoch, as
-// "<ms> <epoch>"; a value of only "<ms>" (written by hand) has epoch 0,
-// unknown.
-func ParseClock(v []byte) (ms, epoch int64, err error) {
-	a, b, two := strings.Cut(strings.TrimSpace(string(v)), " ")
-	if ms, err = strconv.ParseInt(a, 10, 64); err == nil && two {
-		epoch, err = strconv.ParseInt(b, 10, 64)
-	}
-	if err == nil && (ms < 0 || epoch < 0) {
-		err = errors.New("negative")
-	}
-	return ms, epoch, err
 }
 
 // clockValue is what the clocks bucket records: ms and the epoch the

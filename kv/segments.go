@@ -116,11 +116,18 @@ func (s *SegmentStore) getAny(ctx context.Context, tag string) (segmentRow, uint
 	if err != nil {
 		return segmentRow{}, 0, err
 	}
-	var r segmentRow
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return segmentRow{}, 0, fmt.Errorf("row in bucket %s is not JSON: %w", SegmentBucket, err)
+	r, err := decodeSegmentRow(e.Value())
+	if err != nil {
+		return segmentRow{}, e.Revision(), corruptRow(tag, e.Revision(), e.Value(), err)
 	}
 	return r, e.Revision(), nil
+}
+
+// corruptRow is the error of a row that cannot be believed: its tag is
+// served no more until it is repaired, since its max_id is unknown.
+func corruptRow(tag string, rev uint64, v []byte, err error) *CorruptError {
+	return corrupt(SegmentBucket, tag, rev, v, err, fmt.Sprintf(
+		"Tag %q is not served until its row is repaired: vendor tags raise %s <an ID above every one it handed out>", tag, tag))
 }
 
 // update applies change to tag's row with compare-and-set, retrying while
@@ -188,14 +195,37 @@ func (r segmentRow) row(tag string) segment.Row {
 	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted, Strict: r.Strict}
 }
 
-// Tags lists every tag, ordered, with its mode.
+// Tags lists every tag, ordered, with its mode. A tag whose row is corrupt
+// is listed too (as a normal tag): its allocations fail with the reason.
 func (s *SegmentStore) Tags(ctx context.Context) ([]segment.Row, error) {
-	return s.List(ctx)
+	rows, bad, err := s.list(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		rows = append(rows, segment.Row{Tag: b.Key})
+	}
+	slices.SortFunc(rows, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
+	return rows, nil
 }
 
-// List returns every row, ordered by tag.
+// List returns every row, ordered by tag. Rows that are corrupt are left
+// out and named by the error, which wraps ErrCorrupt.
 func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
-	return s.list(ctx, false)
+	rows, bad, err := s.list(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return rows, corruptRows(bad)
+}
+
+// corruptRows joins the errors of corrupt rows, nil when there are none.
+func corruptRows(bad []*CorruptError) error {
+	errs := make([]error, len(bad))
+	for i, b := range bad {
+		errs[i] = b
+	}
+	return errors.Join(errs...)
 }
 
 // list returns every row, with all the rows of deleted tags too (Retired).
@@ -206,64 +236,72 @@ func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
 // one): an allocation racing a list would hide its tag. The stream's
 // subjects, read after the watcher, name every key that existed before the
 // list began; a key the watcher missed is read on its own.
-func (s *SegmentStore) list(ctx context.Context, all bool) ([]segment.Row, error) {
+// The rows that are corrupt are returned apart, bad.
+func (s *SegmentStore) list(ctx context.Context, all bool) (out []segment.Row, bad []*CorruptError, err error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
-	rows, err := s.watchRows(ctx)
+	rows, bad, err := s.watchRows(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	keys, err := s.keys(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, key := range keys {
-		if _, ok := rows[key]; ok || segment.ValidateTag(key) != nil {
+		if _, ok := rows[key]; ok || segment.ValidateTag(key) != nil || slices.ContainsFunc(bad, func(b *CorruptError) bool { return b.Key == key }) {
 			continue
 		}
 		r, _, err := s.getAny(ctx, key)
-		if errors.Is(err, segment.ErrUnknownTag) {
+		var ce *CorruptError
+		switch {
+		case errors.Is(err, segment.ErrUnknownTag):
 			continue // deleted since
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kv: list rows: %w", err)
+		case errors.As(err, &ce):
+			bad = append(bad, ce)
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("kv: list rows: %w", err)
 		}
 		rows[key] = r
 	}
-	out := make([]segment.Row, 0, len(rows))
+	out = make([]segment.Row, 0, len(rows))
 	for key, r := range rows {
 		if !r.Deleted || all {
 			out = append(out, r.row(key))
 		}
 	}
 	slices.SortFunc(out, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
-	return out, nil
+	return out, bad, nil
 }
 
-// watchRows returns the rows a watcher's first pass finds, by tag.
-func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, error) {
+// watchRows returns the rows a watcher's first pass finds, by tag, and the
+// corrupt ones apart.
+func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, []*CorruptError, error) {
 	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("kv: list rows: %w", err)
+		return nil, nil, fmt.Errorf("kv: list rows: %w", err)
 	}
 	defer w.Stop()
 	rows := map[string]segmentRow{}
+	var bad []*CorruptError
 	for {
 		select {
 		case e := <-w.Updates():
 			if e == nil { // the first pass is over
-				return rows, nil
+				return rows, bad, nil
 			}
 			if segment.ValidateTag(e.Key()) != nil {
 				continue // the store's own record
 			}
-			var r segmentRow
-			if err := json.Unmarshal(e.Value(), &r); err != nil {
-				return nil, fmt.Errorf("kv: row %q in bucket %s is not JSON: %w", e.Key(), SegmentBucket, err)
+			r, err := decodeSegmentRow(e.Value())
+			if err != nil {
+				bad = append(bad, corruptRow(e.Key(), e.Revision(), e.Value(), err))
+				continue
 			}
 			rows[e.Key()] = r
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kv: list rows: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("kv: list rows: %w", ctx.Err())
 		}
 	}
 }
@@ -421,9 +459,10 @@ func (s *SegmentStore) record(ctx context.Context) (storeRecord, uint64, error) 
 	if err != nil {
 		return storeRecord{}, 0, err
 	}
-	var rec storeRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return storeRecord{}, 0, fmt.Errorf("key %s is not JSON: %w", storeKey, err)
+	rec, err := decodeStoreRecord(e.Value())
+	if err != nil {
+		return storeRecord{}, 0, corrupt(SegmentBucket, storeKey, e.Revision(), e.Value(), err,
+			"It is the store's identity, which the cluster contract names; restore it (nats kv history "+SegmentBucket+" "+storeKey+")")
 	}
 	return rec, e.Revision(), nil
 }
@@ -465,7 +504,10 @@ func (s *SegmentStore) Seal(ctx context.Context, to string) ([]segment.Row, erro
 	if err := s.setMovedTo(ctx, to); err != nil {
 		return nil, fmt.Errorf("kv: seal: %w", err)
 	}
-	rows, err := s.list(ctx, true)
+	rows, bad, err := s.list(ctx, true)
+	if err == nil {
+		err = corruptRows(bad) // a row whose max_id is unknown cannot be carried over
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kv: seal: %w", err)
 	}
@@ -493,7 +535,10 @@ func (s *SegmentStore) Unseal(ctx context.Context) error {
 	if err := s.setMovedTo(ctx, ""); err != nil {
 		return fmt.Errorf("kv: unseal: %w", err)
 	}
-	rows, err := s.list(ctx, true)
+	rows, bad, err := s.list(ctx, true)
+	if err == nil {
+		err = corruptRows(bad)
+	}
 	if err != nil {
 		return fmt.Errorf("kv: unseal: %w", err)
 	}
@@ -509,7 +554,8 @@ func (s *SegmentStore) Unseal(ctx context.Context) error {
 // r.MaxID: it creates a live row (with r's step and description) or raises
 // the one there; for a retired r it raises the row of the tag, deleted
 // (created so) or live. It never lowers a max_id, so running it twice
-// changes nothing.
+// changes nothing. A corrupt row (ErrCorrupt) is replaced by one made
+// from r.
 func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateTag(r.Tag); err != nil {
 		return err
@@ -524,9 +570,15 @@ func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 	for {
 		old, rev, err := s.getAny(ctx, r.Tag)
 		row := old
+		var bad *CorruptError
 		switch {
-		case errors.Is(err, segment.ErrUnknownTag):
+		case errors.Is(err, segment.ErrUnknownTag), errors.As(err, &bad):
+			// A corrupt row is written anew, at its revision: r says
+			// where the tag's IDs are to go on.
 			row = segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Deleted: r.Retired, Strict: r.Strict && !r.Retired}
+			if r.Retired && bad != nil {
+				row.Step = 1 // a deleted tag's row keeps no step of its own
+			}
 		case err != nil:
 			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
 		case row.Deleted && !r.Retired:

@@ -22,6 +22,8 @@ const clusterUsage = `Usage:
   vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]
   vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]
   vendor cluster set-lease-ttl <duration>
+  vendor cluster workers
+  vendor cluster reset-worker <id> [-force]
 
 Vendors that share a NATS cluster must agree on what makes IDs unique: the
 snowflake epoch and layout, the worker-ID range and the segment store. The
@@ -50,6 +52,12 @@ environment names, as a vendor's would.
                   leaf_workers (LEAF_WORKER_LEASE_TTL only applies to a
                   bucket a vendor creates). Vendors take it up at their
                   next claim.
+  workers         list every worker ID's lease and last timestamp, and
+                  the records claims pass over (corrupt, or implausibly far
+                  in the future)
+  reset-worker    replace a worker ID's corrupt or implausible last
+                  timestamp with one past every live holder's deadline, so
+                  that it can be claimed again (-force: also a plausible one)
 `
 
 // runCluster runs `vendor cluster ...`.
@@ -124,6 +132,21 @@ func clusterCommand(ctx context.Context, cfg Config, args []string, stdout io.Wr
 			return usagef("lease TTL %q: want a duration of 1s or more, such as 30s", fs.Arg(0))
 		}
 		return setLeaseTTL(ctx, cfg, ttl, stdout)
+	case "workers":
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return clusterWorkers(ctx, cfg, stdout)
+	case "reset-worker":
+		force := fs.Bool("force", false, "reset a last timestamp that is plausible too")
+		pos, err := parseInterspersed(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return usagef("reset-worker takes one worker ID")
+		}
+		return resetWorker(ctx, cfg, pos[0], *force, stdout)
 	}
 	return usagef("unknown subcommand %q", args[0])
 }

@@ -243,8 +243,9 @@ func (g *contractGuard) check(ctx context.Context) error {
 	}
 
 	rec, rev, err := g.contracts.Get(ctx)
+	var bad *kv.CorruptError
 	switch {
-	case errors.Is(err, kv.ErrNoContract):
+	case errors.Is(err, kv.ErrNoContract), errors.As(err, &bad):
 		// Record this vendor's settings, unless vendors that are serving
 		// run with others: then one side is misconfigured, and the vendors
 		// that served by the lost contract record it again.
@@ -262,13 +263,25 @@ func (g *contractGuard) check(ctx context.Context) error {
 		g.disagreeSince = time.Time{}
 		w := g.want
 		w.At = time.Now().UTC()
-		if rec, rev, err = g.contracts.Record(ctx, w); err != nil {
+		if bad != nil {
+			// Written over (by hand, or by a reply sent where it should
+			// not go): this vendor's terms, which it vends by, replace it.
+			if rev, err = g.contracts.Replace(ctx, w, bad.Revision); err == nil {
+				rec = w
+			}
+		} else {
+			rec, rev, err = g.contracts.Record(ctx, w)
+		}
+		if err != nil {
 			noteErr("record the cluster contract", err)
 			return nil
 		}
 		if rec.By == w.By && rec.At.Equal(w.At) {
 			level, msg := slog.LevelInfo, "cluster contract recorded"
-			if !g.checked.IsZero() {
+			switch {
+			case bad != nil:
+				level, msg = slog.LevelWarn, "cluster contract corrupt ("+bad.Why+"): recorded it again from this vendor's"
+			case !g.checked.IsZero():
 				level, msg = slog.LevelWarn, "cluster contract missing (deleted, or the NATS store lost its JetStream state): recorded it again from this vendor's"
 			}
 			g.log.Log(ctx, level, msg, "bucket", kv.ClusterBucket, "epoch", rec.Epoch, "layout", rec.Layout,

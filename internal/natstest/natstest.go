@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
 )
@@ -48,6 +49,16 @@ func Conn(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// JetStream returns a JetStream context on a connection to s.
+func JetStream(t testing.TB, s *server.Server) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(Conn(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // FreePort returns a port on 127.0.0.1 that was free a moment ago, for

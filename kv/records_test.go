@@ -1,0 +1,247 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/workerid"
+)
+
+// What a reply sent where it should not go writes into a bucket: a decode
+// reply, a text reply of IDs, a binary ID, an error sentence, and nothing.
+var foreignValues = []string{
+	`{"id":"1862213154793730049","time":"2024-11-22T06:37:13.123Z","timestamp_ms":1732257433123,"worker_id":1,"sequence":5}`,
+	"1862213154793730049",
+	"1862213154793730049\n1862213154793730050",
+	"\x19\xd8\x8e\x9a\x00\x40\x00\x05",
+	"vending: bad count: the request body must be empty (one ID) or a whole number from 1 to 10000",
+	"",
+	"{}",
+	"null",
+	`{"max_id":0,"step":0}`,
+	`{"epoch":0}`,
+}
+
+func seedForeign(f *testing.F, valid ...string) {
+	for _, v := range append(foreignValues, valid...) {
+		f.Add([]byte(v))
+	}
+}
+
+func TestForeignValuesAreCorrupt(t *testing.T) {
+	for _, v := range foreignValues {
+		if _, _, err := ParseClock([]byte(v)); err == nil {
+			t.Errorf("ParseClock(%q) accepted", v)
+		}
+		if _, err := decodeContract([]byte(v)); err == nil {
+			t.Errorf("decodeContract(%q) accepted", v)
+		}
+		if _, err := decodeSegmentRow([]byte(v)); err == nil {
+			t.Errorf("decodeSegmentRow(%q) accepted", v)
+		}
+		if _, err := decodeStoreRecord([]byte(v)); err == nil {
+			t.Errorf("decodeStoreRecord(%q) accepted", v)
+		}
+		if _, err := decodeLeaseValue([]byte(v)); err == nil {
+			t.Errorf("decodeLeaseValue(%q) accepted", v)
+		}
+		if _, err := decodeLeadValue([]byte(v)); err == nil {
+			t.Errorf("decodeLeadValue(%q) accepted", v)
+		}
+	}
+}
+
+// roundTrip checks that what a decoder accepted is what a vendor writes:
+// encoded again, it decodes to the same value.
+func roundTrip[T comparable](t *testing.T, got T, decode func([]byte) (T, error)) {
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := decode(b)
+	if err != nil || again != got {
+		t.Fatalf("%+v encodes to %s, which decodes to %+v, %v", got, b, again, err)
+	}
+}
+
+func FuzzParseClock(f *testing.F) {
+	seedForeign(f, "1732257433123 1288834974657", "1732257433123", " 5 0 ")
+	f.Fuzz(func(t *testing.T, v []byte) {
+		ms, epoch, err := ParseClock(v)
+		if err != nil {
+			return
+		}
+		if ms < 0 || epoch < 0 || ms >= maxClockMs || epoch >= maxClockMs {
+			t.Fatalf("ParseClock(%q) = %d, %d", v, ms, epoch)
+		}
+		if ms2, epoch2, err := ParseClock(clockValue(ms, epoch)); err != nil || ms2 != ms || epoch2 != epoch {
+			t.Fatalf("clockValue(%d, %d) reads back as %d, %d, %v", ms, epoch, ms2, epoch2, err)
+		}
+	})
+}
+
+func FuzzDecodeContract(f *testing.F) {
+	seedForeign(f, `{"epoch":1288834974657,"layout":"1+41+10+12","worker_ids":"0-1023","segments":"postgres:a@1.2.3","lease_ttl_ns":30000000000,"by":"h/1","at":"2026-11-22T06:06:44Z"}`)
+	f.Fuzz(func(t *testing.T, v []byte) {
+		c, err := decodeContract(v)
+		if err != nil {
+			return
+		}
+		if c.Epoch <= 0 || !validLayout(c.Layout) || c.LeaseTTL < 0 {
+			t.Fatalf("decodeContract(%q) = %+v", v, c)
+		}
+		if _, _, ok := parseIDRange(c.WorkerIDs); !ok {
+			t.Fatalf("decodeContract(%q): worker IDs %q", v, c.WorkerIDs)
+		}
+		roundTrip(t, c, decodeContract)
+	})
+}
+
+func FuzzDecodeSegmentRow(f *testing.F) {
+	seedForeign(f, `{"max_id":1001,"step":1000,"update_time":"2026-11-22T06:06:44Z"}`, `{"max_id":5,"step":0,"deleted":true,"update_time":"2026-11-22T06:06:44Z"}`)
+	f.Fuzz(func(t *testing.T, v []byte) {
+		r, err := decodeSegmentRow(v)
+		if err != nil {
+			return
+		}
+		if r.MaxID < 1 || r.Step < 0 || (r.Step < 1 && !r.Deleted) || segment.ValidateStep(max(r.Step, 1)) != nil {
+			t.Fatalf("decodeSegmentRow(%q) = %+v", v, r)
+		}
+		roundTrip(t, r, decodeSegmentRow)
+	})
+}
+
+func FuzzDecodeStoreRecord(f *testing.F) {
+	seedForeign(f, `{"id":"0123abcd","created":"2026-11-22T06:06:44Z"}`)
+	f.Fuzz(func(t *testing.T, v []byte) {
+		r, err := decodeStoreRecord(v)
+		if err != nil {
+			return
+		}
+		if r.ID == "" || r.Created.IsZero() {
+			t.Fatalf("decodeStoreRecord(%q) = %+v", v, r)
+		}
+		roundTrip(t, r, decodeStoreRecord)
+	})
+}
+
+func FuzzDecodeLeaseValue(f *testing.F) {
+	seedForeign(f, `{"holder":"h/1","claimed":"2026-11-22T06:06:44Z"}`)
+	f.Fuzz(func(t *testing.T, v []byte) {
+		l, err := decodeLeaseValue(v)
+		if err != nil {
+			return
+		}
+		if l.Holder == "" || l.Claimed.IsZero() {
+			t.Fatalf("decodeLeaseValue(%q) = %+v", v, l)
+		}
+		roundTrip(t, l, decodeLeaseValue)
+	})
+}
+
+func FuzzDecodeLeadValue(f *testing.F) {
+	seedForeign(f, `{"holder":"h/1","since":"2026-11-22T06:06:44Z"}`)
+	f.Fuzz(func(t *testing.T, v []byte) {
+		l, err := decodeLeadValue(v)
+		if err != nil {
+			return
+		}
+		if l.Holder == "" || l.Since.IsZero() {
+			t.Fatalf("decodeLeadValue(%q) = %+v", v, l)
+		}
+		roundTrip(t, l, decodeLeadValue)
+	})
+}
+
+// A corrupt record is an error that names it, never a zero value: a
+// corrupt row stops its tag (and only it) until `tags raise` repairs it, a
+// corrupt contract is reported with its revision, and a worker ID with a
+// corrupt or implausible last timestamp is passed over.
+func TestCorruptRecordsInBuckets(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	ctx := context.Background()
+	st, err := NewSegmentStore(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"pn", "ok"} {
+		if err := st.Create(ctx, segment.Row{Tag: tag, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Alloc(ctx, "pn", 0); err != nil { // handed out 1..10
+		t.Fatal(err)
+	}
+	b, _ := js.KeyValue(ctx, SegmentBucket)
+	if _, err := b.Put(ctx, "pn", []byte(foreignValues[0])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Alloc(ctx, "pn", 0); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "vendor tags raise pn") {
+		t.Fatalf("Alloc of a corrupt row: %v, want ErrCorrupt naming the repair", err)
+	}
+	if r, err := st.Alloc(ctx, "ok", 0); err != nil || r.MaxID != 11 {
+		t.Fatalf("Alloc of another tag: %+v, %v", r, err)
+	}
+	tags, err := st.Tags(ctx)
+	if err != nil || len(tags) != 2 {
+		t.Fatalf("Tags = %+v, %v; want both tags, the corrupt one too", tags, err)
+	}
+	rows, err := st.List(ctx)
+	if !errors.Is(err, ErrCorrupt) || len(rows) != 1 || rows[0].Tag != "ok" {
+		t.Fatalf("List = %+v, %v; want the good row and ErrCorrupt", rows, err)
+	}
+	if err := st.Raise(ctx, segment.Row{Tag: "pn", MaxID: 11, Step: 10}); err != nil {
+		t.Fatalf("Raise of a corrupt row: %v", err)
+	}
+	if r, err := st.Alloc(ctx, "pn", 0); err != nil || r.MaxID != 21 {
+		t.Fatalf("Alloc after the repair = %+v, %v; want the segment 11..20", r, err)
+	}
+
+	cs, err := OpenContracts(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := js.KeyValue(ctx, ClusterBucket)
+	rev, _ := cb.Put(ctx, contractKey, []byte(foreignValues[0]))
+	_, got, err := cs.Get(ctx)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || got != rev || !strings.Contains(err.Error(), "epoch 0") {
+		t.Fatalf("Get of a corrupt contract: rev %d, %v; want a CorruptError at revision %d", got, err, rev)
+	}
+}
+
+func TestClaimPassesOverBadRecords(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	ctx := context.Background()
+	// Both buckets exist once a first claim ran.
+	two := workerid.Range{First: 1, Last: 2}
+	l, err := Claim(ctx, js, LeaseConfig{TTL: 2 * time.Second, IDs: &workerid.Range{First: 0, Last: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(ctx, l.Last())
+	clocks, _ := js.KeyValue(ctx, ClocksBucket)
+	for id, v := range map[int]string{1: foreignValues[1], 2: string(clockValue(time.Now().Add(3*time.Hour).UnixMilli(), 0))} {
+		if _, err := clocks.Put(ctx, leaseKey(id), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = Claim(ctx, js, LeaseConfig{TTL: 2 * time.Second, IDs: &two})
+	if err == nil || !strings.Contains(err.Error(), "reset-worker") {
+		t.Fatalf("claim of worker IDs whose records are corrupt or hours ahead: %v; want an error naming the repair", err)
+	}
+	three := workerid.Range{First: 1, Last: 3}
+	l, err = Claim(ctx, js, LeaseConfig{TTL: 2 * time.Second, IDs: &three})
+	if err != nil || l.ID() != 3 {
+		t.Fatalf("claim in 1-3: %v, %v; want worker ID 3, the one with a good record", l, err)
+	}
+	l.Release(ctx, l.Last())
+}

@@ -1,0 +1,133 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WorkerRecord is what the buckets hold of one worker ID, for operators
+// (`vendor cluster workers`).
+type WorkerRecord struct {
+	ID int
+	// Held: its lease key exists, last written at Renewed by Holder.
+	Held    bool
+	Holder  string
+	Renewed time.Time
+	// Recorded: its last timestamp is recorded, LastMs with the holder's
+	// epoch (0: unknown).
+	Recorded      bool
+	LastMs, Epoch int64
+	// Problem is why a record cannot be believed (ErrCorrupt), or why the
+	// last timestamp is implausible; nil when neither.
+	Problem error
+}
+
+// Workers returns the record of every worker ID either bucket holds a key
+// of, ordered by ID.
+func Workers(ctx context.Context, js jetstream.JetStream) ([]WorkerRecord, error) {
+	recs := map[int]*WorkerRecord{}
+	at := func(id int) *WorkerRecord {
+		if recs[id] == nil {
+			recs[id] = &WorkerRecord{ID: id}
+		}
+		return recs[id]
+	}
+	now := time.Now()
+	err := eachKey(ctx, js, WorkersBucket, func(id int, e jetstream.KeyValueEntry) {
+		r := at(id)
+		r.Held, r.Renewed = true, e.Created()
+		if v, err := decodeLeaseValue(e.Value()); err != nil {
+			r.Problem = corrupt(WorkersBucket, e.Key(), e.Revision(), e.Value(), err, "")
+		} else {
+			r.Holder = v.Holder
+		}
+	})
+	if err == nil {
+		err = eachKey(ctx, js, ClocksBucket, func(id int, e jetstream.KeyValueEntry) {
+			r := at(id)
+			ms, epoch, err := ParseClock(e.Value())
+			switch {
+			case err != nil:
+				r.Problem = corrupt(ClocksBucket, e.Key(), e.Revision(), e.Value(), err, "")
+			case time.UnixMilli(ms).Sub(now) > FarAhead:
+				r.Problem = fmt.Errorf("its last timestamp is %v ahead of this clock", time.UnixMilli(ms).Sub(now).Round(time.Second))
+			}
+			r.Recorded, r.LastMs, r.Epoch = err == nil, ms, epoch
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkerRecord, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b WorkerRecord) int { return a.ID - b.ID })
+	return out, nil
+}
+
+// eachKey calls f with every worker ID key of bucket.
+func eachKey(ctx context.Context, js jetstream.JetStream, bucket string, f func(id int, e jetstream.KeyValueEntry)) error {
+	b, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kv: open bucket %s: %w", bucket, err)
+	}
+	w, err := b.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("kv: list bucket %s: %w", bucket, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				return nil
+			}
+			if id, err := strconv.Atoi(strings.TrimPrefix(e.Key(), "worker.")); err == nil {
+				f(id, e)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("kv: list bucket %s: %w", bucket, ctx.Err())
+		}
+	}
+}
+
+// ErrPlausible is returned by ResetWorker for a last timestamp that can be
+// believed: resetting it could repeat IDs.
+var ErrPlausible = errors.New("kv: the last timestamp is plausible")
+
+// ResetWorker replaces a corrupt or implausible last timestamp of worker ID
+// id with one longest past now: past the deadline of any holder whose clock
+// agrees with this one (a live holder's next renewal finds the key changed
+// and gives the ID up). A timestamp that can be believed is kept
+// (ErrPlausible) unless force. It returns the value replaced.
+func ResetWorker(ctx context.Context, js jetstream.JetStream, id int, longest time.Duration, force bool) (was []byte, to int64, err error) {
+	clocks, err := js.KeyValue(ctx, ClocksBucket)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kv: open bucket %s: %w", ClocksBucket, err)
+	}
+	e, err := clocks.Get(ctx, leaseKey(id))
+	if err != nil {
+		return nil, 0, fmt.Errorf("kv: read the last timestamp of worker ID %d: %w", id, err)
+	}
+	ms, epoch, perr := ParseClock(e.Value())
+	if perr == nil && time.Until(time.UnixMilli(ms)) <= FarAhead && !force {
+		return e.Value(), 0, fmt.Errorf("%w: worker ID %d's last timestamp %s (%s) is not corrupt, nor more than %v ahead of this clock: a holder may have used every millisecond up to it",
+			ErrPlausible, id, e.Value(), time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), FarAhead)
+	}
+	to = time.Now().Add(longest + 2*time.Second).UnixMilli()
+	if _, err := clocks.Update(ctx, leaseKey(id), clockValue(to, epoch), e.Revision()); err != nil {
+		return e.Value(), 0, fmt.Errorf("kv: reset the last timestamp of worker ID %d (run the command again): %w", id, err)
+	}
+	return e.Value(), to, nil
+}
