@@ -59,6 +59,14 @@ type Options struct {
 	LoadTimeout time.Duration
 	// MaxStep caps the dynamic step. Default 1,000,000 (Leaf's).
 	MaxStep int64
+	// RateLimit bounds how fast one tag's IDs are handed out, in IDs a
+	// second, so that no requester can use up a tag's ID space: a take
+	// beyond it fails with ErrRateLimited. 0: no bound.
+	RateLimit float64
+	// RateBurst is how many IDs a tag may hand out at once within
+	// RateLimit: the largest batch that can ever be served. Default
+	// RateLimit (one second's worth).
+	RateBurst float64
 }
 
 // withDefaults fills in the defaults and checks o, naming every bad field:
@@ -92,6 +100,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxStep == 0 {
 		o.MaxStep = DefaultMaxStep
+	}
+	if o.RateLimit < 0 || o.RateBurst < 0 {
+		errs = append(errs, fmt.Errorf("Options.RateLimit %g and RateBurst %g: want 0 (none) or more", o.RateLimit, o.RateBurst))
+	}
+	if o.RateBurst == 0 {
+		o.RateBurst = o.RateLimit
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -252,11 +266,18 @@ func (a *Allocator) tryTake(tag string, dst []ids.Range, n int64, strict bool) (
 		b.mu.Unlock()
 		return dst, false, err
 	}
+	if err := a.admit(b, n); err != nil {
+		b.mu.Unlock()
+		return dst, false, err
+	}
 	r, got := b.reserve(n, true)
 	if got > 0 {
 		a.preload(b)
-	} else if !b.tooBig(n) {
-		a.startLoad(b) // the Take that follows finds it in flight
+	} else {
+		a.refund(b, n) // the Take that follows is charged
+		if !b.tooBig(n) {
+			a.startLoad(b) // the Take that follows finds it in flight
+		}
 	}
 	b.mu.Unlock()
 	if got == 0 {
@@ -310,6 +331,25 @@ func (a *Allocator) take(ctx context.Context, tag string, dst []ids.Range, n int
 	if err != nil {
 		return dst, err
 	}
+	b.mu.Lock()
+	err = a.admit(b, n)
+	b.mu.Unlock()
+	if err != nil {
+		return dst, err
+	}
+	rs, err := a.takeAdmitted(ctx, b, dst, n, strict)
+	if err != nil {
+		b.mu.Lock()
+		a.refund(b, n)
+		b.mu.Unlock()
+	}
+	return rs, err
+}
+
+// takeAdmitted is take once the IDs are within the tag's rate limit.
+func (a *Allocator) takeAdmitted(ctx context.Context, b *buffer, dst []ids.Range, n int64, strict bool) ([]ids.Range, error) {
+	tag := b.tag
+	var err error
 	orig := len(dst)
 	need := n
 	// Until a load succeeds in this call, take all or nothing: a batch

@@ -27,6 +27,7 @@ func TestOpenInvalidOptions(t *testing.T) {
 		{"negative wait", segment.Options{Store: store, Wait: -1}, "Wait"},
 		{"negative load timeout", segment.Options{Store: store, LoadTimeout: -1}, "LoadTimeout"},
 		{"negative max step", segment.Options{Store: store, MaxStep: -1}, "MaxStep"},
+		{"negative rate limit", segment.Options{Store: store, RateLimit: -1}, "RateLimit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -520,5 +521,32 @@ func TestTakeRanges(t *testing.T) {
 	}
 	if _, _, err := a.TryTakeRanges("order", nil, 0); err == nil {
 		t.Fatal("TryTakeRanges of 0 IDs succeeded")
+	}
+}
+
+// A tag hands out at most RateLimit IDs a second, up to RateBurst at once,
+// on every path: a take beyond it fails with ErrRateLimited and consumes
+// nothing, and the budget refills with time.
+func TestRateLimit(t *testing.T) {
+	clock := newFakeClock()
+	a := open(t, newFakeStore(100, "order"), segment.Options{Now: clock.Now, RateLimit: 1000, RateBurst: 2000})
+	take(t, a, "order", 1500) // a batch allocated for itself
+	if _, err := a.Take(context.Background(), "order", nil, 600); !errors.Is(err, segment.ErrRateLimited) || !strings.Contains(err.Error(), "ask again in 100ms") {
+		t.Fatalf("600 more at once: %v, want ErrRateLimited for 100ms", err)
+	}
+	if _, _, err := a.TryTakeRanges("order", nil, 600); !errors.Is(err, segment.ErrRateLimited) {
+		t.Fatalf("TryTake of 600 more: %v, want ErrRateLimited", err)
+	}
+	ids := take(t, a, "order", 500) // what is left
+	if _, err := a.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrRateLimited) {
+		t.Fatalf("one more with the budget used: %v", err)
+	}
+	if _, err := a.Take(context.Background(), "order", nil, 2001); !errors.Is(err, segment.ErrRateLimited) || !strings.Contains(err.Error(), "ask for fewer") {
+		t.Fatalf("more than the burst: %v", err)
+	}
+	clock.Add(time.Second)
+	more := take(t, a, "order", 1000)
+	if more[0] <= ids[len(ids)-1] {
+		t.Fatalf("after a second: %d.., want above %d", more[0], ids[len(ids)-1])
 	}
 }

@@ -42,6 +42,11 @@ type buffer struct {
 
 	loads, failures int64
 	lastTook        time.Duration
+
+	// The tag's budget of IDs under Options.RateLimit: tokens at
+	// tokensAt, refilled at the limit up to Options.RateBurst.
+	tokens   float64
+	tokensAt time.Time
 }
 
 // span is the IDs [lo, hi).

@@ -8,7 +8,7 @@ import (
 
 // Sentinel errors. The vending layer maps them to reply codes:
 // ErrInvalidTag and ErrInvalidStep to 400, ErrUnknownTag to 404,
-// ErrUnavailable and ErrStoreMoved to 503.
+// ErrRateLimited to 429, ErrUnavailable and ErrStoreMoved to 503.
 var (
 	ErrInvalidTag  = errors.New("segment: invalid tag")
 	ErrInvalidStep = errors.New("segment: invalid step")
@@ -23,6 +23,8 @@ var (
 	// is the converse, for a tag that is normal again.
 	ErrStrict    = errors.New("segment: strict tag, served by its leader")
 	ErrNotStrict = errors.New("segment: not a strict tag")
+	// ErrRateLimited is returned by a take beyond Options.RateLimit.
+	ErrRateLimited = errors.New("segment: rate limited")
 )
 
 // Row is one business tag as a store keeps it (Leaf's leaf_alloc row).

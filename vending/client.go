@@ -198,7 +198,7 @@ func (s *Source) Block(ctx context.Context, n int64) (Block, error) {
 var rangesEncoding = []string{EncodingRanges}
 
 // request asks for n IDs in the ranges encoding, appends their runs to dst
-// and retries what a retry can fix: 503s, timeouts and no responders.
+// and retries what a retry can fix: 503s, 429s, timeouts and no responders.
 func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.Range, error) {
 	cfg := &s.c.cfg
 	// One ID is as short in text, the default, which spares both ends a
@@ -218,7 +218,7 @@ func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.R
 			return rs, err
 		}
 		if attempt == cfg.Retries {
-			if errors.Is(err, ErrUnavailable) {
+			if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTooManyRequests) {
 				return dst, err
 			}
 			return dst, fmt.Errorf("%w: %s: no reply in %d attempts of %v: %w", ErrUnavailable, s.subject, attempt+1, cfg.Timeout, err)
@@ -288,6 +288,6 @@ func (s *Source) setStrict(strict bool) {
 }
 
 func retryable(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, nats.ErrTimeout) ||
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTooManyRequests) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
 }

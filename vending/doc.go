@@ -40,6 +40,7 @@
 //
 //	400  malformed count, count out of range, malformed tag   ErrBadRequest
 //	404  unknown segment tag                                   ErrNotFound
+//	429  a tag asked for faster than its rate limit            ErrTooManyRequests
 //	503  not ready, lease lost, no segment, clock backwards    ErrUnavailable
 //	500  anything else (a bug)                                 ErrInternal
 //
@@ -59,7 +60,7 @@
 //	orders, err := c.Segment("order")
 //	ids, err := orders.NextN(ctx, 100)
 //
-// Requests that fail with a 503, a timeout or no responders are retried with
+// Requests that fail with a 503 or 429, a timeout or no responders are retried with
 // exponential backoff and jitter (ClientConfig.Retries, BackoffMin and
 // BackoffMax); a 400, 404 or
 // 500 is returned at once. Counts outside 1..max batch and malformed tags are

@@ -20,6 +20,10 @@ var (
 	ErrBadRequest = errors.New("vending: bad request")
 	// ErrNotFound: the segment tag does not exist (404).
 	ErrNotFound = errors.New("vending: not found")
+	// ErrTooManyRequests: the tag's IDs are asked for faster than the
+	// vendor hands them out (429, LEAF_SEGMENT_RATE_LIMIT). Retrying later
+	// helps.
+	ErrTooManyRequests = errors.New("vending: too many requests")
 	// ErrUnavailable: the service cannot vend now (503), or no worker
 	// answered within the retries. Retrying later may help.
 	ErrUnavailable = errors.New("vending: unavailable")
@@ -59,6 +63,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == CodeBadRequest
 	case ErrNotFound:
 		return e.Code == CodeNotFound
+	case ErrTooManyRequests:
+		return e.Code == CodeTooManyRequests
 	case ErrUnavailable:
 		return e.Code == CodeUnavailable
 	case ErrInternal:
@@ -69,10 +75,13 @@ func (e *Error) Is(target error) bool {
 
 // Reply codes (the Nats-Service-Error-Code header).
 const (
-	CodeBadRequest  = 400
-	CodeNotFound    = 404
-	CodeInternal    = 500
-	CodeUnavailable = 503
+	CodeBadRequest = 400
+	CodeNotFound   = 404
+	// CodeTooManyRequests: a segment tag asked for faster than its rate
+	// limit; ask again later.
+	CodeTooManyRequests = 429
+	CodeInternal        = 500
+	CodeUnavailable     = 503
 )
 
 // Code maps an error from a source to its reply code.
@@ -83,6 +92,8 @@ func Code(err error) int {
 		return CodeBadRequest
 	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, ErrNotFound):
 		return CodeNotFound
+	case errors.Is(err, segment.ErrRateLimited), errors.Is(err, ErrTooManyRequests):
+		return CodeTooManyRequests
 	case errors.Is(err, ErrUnavailable), errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards),
 		errors.Is(err, snowflake.ErrTimeOverflow), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved):
 		return CodeUnavailable

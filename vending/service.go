@@ -228,7 +228,7 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 		"prefix":          c.Prefix,
 		"encodings":       EncodingText + "," + EncodingBinary + "," + EncodingRanges,
 		"encoding_header": EncodingHeader + ": " + EncodingText + " (default: ASCII decimals, one a line), " + EncodingBinary + " (8-byte big-endian IDs), " + EncodingRanges + " (runs of consecutive IDs as first,count pairs)",
-		"errors":          "headers " + micro.ErrorCodeHeader + " (400 bad request, 404 unknown tag, 503 cannot vend now, 500 a bug) and " + micro.ErrorHeader + " (what to do); the body is the same sentence",
+		"errors":          "headers " + micro.ErrorCodeHeader + " (400 bad request, 404 unknown tag, 429 a tag asked for faster than its rate limit, 503 cannot vend now, 500 a bug) and " + micro.ErrorHeader + " (what to do); the body is the same sentence",
 	}
 	for k, v := range c.Metadata {
 		meta[k] = v
@@ -304,7 +304,7 @@ func (s *Service) addEndpoints() error {
 			"reply":           ids,
 			MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
 			MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
-			"errors":          "404 for a tag not in the store; 503 when the store is down and the tag's buffers are empty",
+			"errors":          "404 for a tag not in the store; 429 beyond the tag's rate limit (" + MetaRateLimit + "); 503 when the store is down and the tag's buffers are empty",
 		})); err != nil {
 			return fmt.Errorf("vending: add segment endpoint: %w", err)
 		}
@@ -622,6 +622,11 @@ const MetaMaxBatch = "max_batch"
 // MetaMaxRangeBatch is the service metadata key of the largest count of
 // segment IDs one request may ask for in the ranges encoding.
 const MetaMaxRangeBatch = "max_range_batch"
+
+// MetaRateLimit is the service metadata key of the most IDs a second one
+// vendor hands out of one segment tag (LEAF_SEGMENT_RATE_LIMIT; 0: no
+// limit).
+const MetaRateLimit = "segment_rate_limit"
 
 // ServiceMaxBatch asks a running vendor ($SRV.INFO.leaf) for the largest
 // count one request may ask for.

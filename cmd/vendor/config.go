@@ -36,8 +36,9 @@ type Config struct {
 	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"client certificate file (with LEAF_NATS_TLS_KEY)"`
 	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"client private key file"`
 
-	PostgresURL    string `envconfig:"POSTGRES_URL" desc:"Postgres DSN for segments; empty keeps segments in JetStream KV"`
-	SegmentMaxStep int64  `envconfig:"SEGMENT_MAX_STEP" default:"1000000" desc:"cap of the dynamic segment step (Leaf's 1,000,000)"`
+	PostgresURL      string  `envconfig:"POSTGRES_URL" desc:"Postgres DSN for segments; empty keeps segments in JetStream KV"`
+	SegmentMaxStep   int64   `envconfig:"SEGMENT_MAX_STEP" default:"1000000" desc:"cap of the dynamic segment step (Leaf's 1,000,000)"`
+	SegmentRateLimit float64 `envconfig:"SEGMENT_RATE_LIMIT" default:"1e9" desc:"most IDs a second one vendor hands out of one segment tag (0: no limit); beyond it requests get 429, so no requester can use a tag's ID space up"`
 
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`
 	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
@@ -84,6 +85,8 @@ func kindOf(typeName string) string {
 		return "a duration such as 30s or 5ms"
 	case "int", "int64":
 		return "a whole number"
+	case "float64":
+		return "a number such as 1e9"
 	case "bool":
 		return "true or false"
 	}
@@ -121,6 +124,9 @@ func (c Config) validate() error {
 	}
 	if c.StrictLeaseTTL < time.Second || c.StrictLeaseTTL > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("LEAF_STRICT_LEASE_TTL %v: want 1s..5m", c.StrictLeaseTTL))
+	}
+	if c.SegmentRateLimit < 0 || c.SegmentRateLimit > 1e15 {
+		errs = append(errs, fmt.Errorf("LEAF_SEGMENT_RATE_LIMIT %g: want 0 (no limit) to 1e15 IDs a second", c.SegmentRateLimit))
 	}
 	if c.SegmentMaxStep < 1 {
 		errs = append(errs, fmt.Errorf("LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep))

@@ -71,7 +71,8 @@ type segments struct {
 }
 
 func openSegments(ctx context.Context, cfg Config, st segment.AdminStore, closeStore func(), log *slog.Logger) (*segments, error) {
-	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep})
+	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep,
+		RateLimit: cfg.SegmentRateLimit, RateBurst: max(cfg.SegmentRateLimit, float64(cfg.MaxRangeBatch))})
 	if err != nil {
 		closeStore()
 		return nil, err

@@ -158,13 +158,14 @@ func (v *vendor) open(ctx context.Context) error {
 		Segments:      v.segs,
 		Stats:         state.endpointStats(build),
 		Metadata: map[string]string{
-			"instance":       state.instance,
-			"revision":       build.Revision,
-			"go_version":     build.GoVersion,
-			"worker_ids":     cfg.WorkerIDRange,
-			"epoch":          strconv.FormatInt(cfg.Epoch, 10),
-			"snowflake_ends": snowflakeEnds(cfg.Epoch).Format(time.RFC3339),
-			"segment_store":  v.segs.kind,
+			"instance":            state.instance,
+			"revision":            build.Revision,
+			"go_version":          build.GoVersion,
+			"worker_ids":          cfg.WorkerIDRange,
+			"epoch":               strconv.FormatInt(cfg.Epoch, 10),
+			"snowflake_ends":      snowflakeEnds(cfg.Epoch).Format(time.RFC3339),
+			"segment_store":       v.segs.kind,
+			vending.MetaRateLimit: strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
 			// The worker ID is live state (claimed after the service
 			// starts, maybe another after a lost lease): the endpoints'
 			// stats carry it; a static one is here too.
