@@ -61,13 +61,25 @@ func CheckReplyPrefix(p, prefix string) error {
 	return nil
 }
 
+// Why a request is dropped: the reason label of the Observer's Dropped.
+const (
+	DropNoReply   = "no reply subject"
+	DropTooLong   = "a reply subject over 512 bytes"
+	DropNotInbox  = "a reply subject that is no inbox"
+	DropOwnInbox  = "a reply subject among this vendor's own inboxes"
+	DropMalformed = "a malformed reply subject"
+)
+
+// DropReasons lists every reason a request is dropped for.
+var DropReasons = []string{DropNoReply, DropTooLong, DropNotInbox, DropOwnInbox, DropMalformed}
+
 // why says why reply is not one to answer, "" when it is.
 func (g *replyGuard) why(reply string) string {
 	switch {
 	case reply == "":
-		return "no reply subject"
+		return DropNoReply
 	case len(reply) > maxReplyLen:
-		return "a reply subject over 512 bytes"
+		return DropTooLong
 	}
 	allowed := false
 	for _, p := range g.allow {
@@ -77,15 +89,15 @@ func (g *replyGuard) why(reply string) string {
 		}
 	}
 	if !allowed {
-		return "a reply subject that is no inbox"
+		return DropNotInbox
 	}
 	for _, p := range g.refuse {
 		if strings.HasPrefix(reply, p) {
-			return "a reply subject among this vendor's own inboxes"
+			return DropOwnInbox
 		}
 	}
 	if !validSubject(reply) {
-		return "a malformed reply subject"
+		return DropMalformed
 	}
 	return ""
 }

@@ -64,6 +64,11 @@ func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
 		children: map[obsKey]obsChildren{},
 	}
 	reg.MustRegister(m.requests, m.ids, m.latency, m.dropped)
+	for _, mode := range []string{vending.ModeSnowflake, vending.ModeSegment, vending.ModeDecode} {
+		for _, why := range vending.DropReasons {
+			m.dropped.WithLabelValues(mode, why) // at 0, so that rules see the series before a drop
+		}
+	}
 	return m
 }
 
