@@ -56,9 +56,10 @@ type Config struct {
 	ClockMaxSkew   time.Duration `envconfig:"CLOCK_MAX_SKEW" default:"1s" desc:"a vendor whose clock is further from the NATS server's and its live peers' claims no worker ID"`
 	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
 
-	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
-	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
+	HTTPAddr     string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
+	HTTPMaxConns int    `envconfig:"HTTP_MAX_CONNS" default:"1024" desc:"most connections the HTTP server holds; past it a new one closes the oldest idle one"`
+	LogFormat    string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
+	LogLevel     string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 
 	// Coming from Leaf: docs/migrating-from-leaf.md.
 	HTTPLeafAPI bool `envconfig:"HTTP_LEAF_API" default:"false" desc:"also serve Leaf's HTTP API on LEAF_HTTP_ADDR: /api/segment/get/<tag>, /api/snowflake/get/<key> (docs/migrating-from-leaf.md)"`
@@ -144,6 +145,9 @@ func (c Config) validate() error {
 	}
 	if c.ClockTolerance < 0 || c.ClockTolerance > time.Second {
 		errs = append(errs, fmt.Errorf("LEAF_CLOCK_TOLERANCE %v: want 0..1s", c.ClockTolerance))
+	}
+	if c.HTTPMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("LEAF_HTTP_MAX_CONNS %d: want at least 1", c.HTTPMaxConns))
 	}
 	if c.HTTPLeafAPI && c.HTTPAddr == "" {
 		errs = append(errs, errors.New("LEAF_HTTP_LEAF_API=true serves Leaf's API on LEAF_HTTP_ADDR, which is empty: set LEAF_HTTP_ADDR (such as 0.0.0.0:8080, Leaf's port)"))

@@ -22,9 +22,26 @@ var statusPage []byte
 // httpServer serves the status page, /status.json, /cluster.json, /metrics,
 // /healthz and /readyz on LEAF_HTTP_ADDR.
 type httpServer struct {
-	srv  *http.Server
-	addr string
-	wg   sync.WaitGroup
+	srv   *http.Server
+	addr  string
+	conns *connLimit
+	wg    sync.WaitGroup
+}
+
+// httpMaxConns bounds the HTTP server's connections: LEAF_HTTP_MAX_CONNS,
+// and at most a quarter of the open-files limit, which the vendor raises
+// to its hard limit first.
+func httpMaxConns(configured int, log *slog.Logger) int {
+	limit, err := raiseFileLimit()
+	if err != nil {
+		log.Warn("could not raise the open-files limit", "limit", limit, "err", err)
+	}
+	if limit > 0 && configured > int(limit/4) {
+		log.Warn("LEAF_HTTP_MAX_CONNS is more than a quarter of the open-files limit: capped there, so that HTTP clients cannot use up the descriptors NATS needs (raise the limit: ulimit -n, LimitNOFILE, --ulimit nofile)",
+			"configured", configured, "open_files_limit", limit, "max_conns", limit/4)
+		return max(int(limit/4), 1)
+	}
+	return configured
 }
 
 func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, peers *peerAsker, leaf *leafAPI, log *slog.Logger) (*httpServer, error) {
@@ -60,9 +77,22 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, peers *
 		return nil, fmt.Errorf("LEAF_HTTP_ADDR %s: %w (set LEAF_HTTP_ADDR to a free address, or empty to disable)", cfg.HTTPAddr, err)
 	}
 	hs.addr = ln.Addr().String()
-	hs.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	maxConns := httpMaxConns(cfg.HTTPMaxConns, log)
+	hs.conns = newConnLimit(ln, maxConns)
+	hs.srv = &http.Server{
+		Handler: mux,
+		// A client can neither hold a connection open by sending slowly
+		// nor by not reading: each stage of a request has a deadline.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         hs.conns.track,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 	hs.wg.Go(func() {
-		if err := hs.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.srv.Serve(hs.conns); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("HTTP server stopped", "err", err)
 		}
 	})
