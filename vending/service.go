@@ -308,8 +308,12 @@ func (s *Service) addEndpoints() error {
 		})); err != nil {
 			return fmt.Errorf("vending: add segment endpoint: %w", err)
 		}
-		s.waited, s.token, s.noteReply = p+".waited."+s.svc.Info().ID, rand.Text(), s.nc.NewInbox()
-		if err := s.svc.AddEndpoint(EndpointWaited, s.guard(ModeSegment, micro.HandlerFunc(s.relay)), micro.WithEndpointSubject(s.waited), micro.WithEndpointMetadata(map[string]string{
+		// A note's answer goes to a subject of the service's own that no one
+		// reads, which the vendor may publish to (leaf.waited.>): the one
+		// reply subject not an inbox that this endpoint answers.
+		s.waited, s.token = p+".waited."+s.svc.Info().ID, rand.Text()
+		s.noteReply = s.waited + ".counted"
+		if err := s.svc.AddEndpoint(EndpointWaited, s.guardExcept(s.noteReply, ModeSegment, micro.HandlerFunc(s.relay)), micro.WithEndpointSubject(s.waited), micro.WithEndpointMetadata(map[string]string{
 			"internal": "counts this instance's replies to the segment requests that waited for the store, so that micro counts their errors; the segment endpoint counted those requests too",
 		})); err != nil {
 			return fmt.Errorf("vending: add %s endpoint: %w", EndpointWaited, err)

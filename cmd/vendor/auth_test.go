@@ -405,9 +405,10 @@ func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage) (cert
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
-// TestSecurityDocsConfig runs docs/nats-server.conf (ports, store and
-// cluster aside) and checks what docs/security.md promises: the vendor user
-// can serve, a client can get IDs and nothing else, the admin can do all.
+// TestSecurityDocsConfig runs docs/nats-server-single.conf (ports and
+// store aside) and checks what docs/security.md promises: the vendor user
+// can serve, a client can get IDs and nothing else (no vendor-only subject,
+// no reply that writes to the vendors' state), the admin can do all.
 func TestSecurityDocsConfig(t *testing.T) {
 	pw := map[string]string{
 		"LEAF_VENDOR_PASSWORD": "vendor-pw", "LEAF_CLIENT_PASSWORD": "client-pw",
@@ -416,8 +417,7 @@ func TestSecurityDocsConfig(t *testing.T) {
 	for k, v := range pw {
 		t.Setenv(k, v)
 	}
-	t.Setenv("NATS_SERVER_NAME", "docs-test")
-	s := docsServer(t, filepath.Join("..", "..", "docs", "nats-server.conf"))
+	s := docsServer(t, filepath.Join("..", "..", "docs", "nats-server-single.conf"))
 	url := s.ClientURL()
 
 	// The admin manages tags (here in the KV segment store, which the
@@ -456,6 +456,9 @@ func TestSecurityDocsConfig(t *testing.T) {
 	client, clientErrs := permConn(t, url, "leaf-client", pw["LEAF_CLIENT_PASSWORD"])
 	t.Run("client gets IDs", func(t *testing.T) {
 		requestIDs(t, client, "leaf.snowflake", 3)
+		if msg, err := client.Request("leaf.snowflake.decode", []byte("1862213154793730049"), 5*time.Second); err != nil || !strings.Contains(string(msg.Data), `"worker_id"`) {
+			t.Fatalf("decode: %v %v", err, msg)
+		}
 		if ids := requestIDs(t, client, "leaf.segment.order", 2); ids[0] != 1 || ids[1] != 2 {
 			t.Fatalf("segment IDs %v, want [1 2]", ids)
 		}
@@ -466,7 +469,25 @@ func TestSecurityDocsConfig(t *testing.T) {
 			t.Fatalf("unknown tag: %v %v", err, msg)
 		}
 	})
+	t.Run("client's replies stay in its account", func(t *testing.T) {
+		// A reply subject naming a bucket key is one of the client's own
+		// account, where there is no JetStream: the row is untouched.
+		before := requestIDs(t, client, "leaf.segment.order", 1)[0]
+		if err := client.PublishRequest("leaf.snowflake.decode", "$KV.leaf_segments.order", []byte("1862213154793730049")); err != nil {
+			t.Fatal(err)
+		}
+		client.Flush()
+		if next := requestIDs(t, client, "leaf.segment.order", 1)[0]; next != before+1 {
+			t.Fatalf("after a reply sent to $KV.leaf_segments.order the next ID is %d, want %d", next, before+1)
+		}
+	})
 	t.Run("client cannot serve or read the buckets", func(t *testing.T) {
+		for _, subj := range []string{"leaf.strict.order", "leaf.waited.x"} {
+			if err := client.Publish(subj, []byte("5")); err != nil {
+				t.Fatal(err)
+			}
+			wantDenied(t, client, clientErrs, "publish", subj)
+		}
 		for _, subj := range []string{"leaf.>", "leaf.snowflake", "$KV.leaf_workers.>", "$SRV.>"} {
 			if _, err := client.SubscribeSync(subj); err != nil {
 				t.Fatal(err)
@@ -596,29 +617,35 @@ func wantDenied(t *testing.T, nc *nats.Conn, errs <-chan error, op, subject stri
 	}
 }
 
-// TestClusterTableWithoutPermission runs docs/nats-server.conf without the
-// vendor's permission to ask the others ($SRV.STATS.leaf): /cluster.json
-// says so (the page shows it), and refreshing the page logs nothing more.
+// TestClusterTableWithoutPermission runs docs/nats-server-single.conf
+// without the vendor's permission to ask the others ($SRV.STATS.leaf):
+// /cluster.json says so (the page shows it), and refreshing the page logs
+// nothing more.
 func TestClusterTableWithoutPermission(t *testing.T) {
 	for k, v := range map[string]string{
 		"LEAF_VENDOR_PASSWORD": "vendor-pw", "LEAF_CLIENT_PASSWORD": "client-pw",
-		"LEAF_ADMIN_PASSWORD": "admin-pw", "NATS_SYS_PASSWORD": "sys-pw", "NATS_SERVER_NAME": "docs-test",
+		"LEAF_ADMIN_PASSWORD": "admin-pw", "NATS_SYS_PASSWORD": "sys-pw",
 	} {
 		t.Setenv(k, v)
 	}
-	conf, err := os.ReadFile(filepath.Join("..", "..", "docs", "nats-server.conf"))
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	for _, name := range []string{"nats-server-single.conf", "nats-accounts.conf"} {
+		conf, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const grant = `  "` + statsSubject + `"` + "\n"
+		if name == "nats-accounts.conf" {
+			if !strings.Contains(string(conf), grant) {
+				t.Fatalf("docs/%s does not grant %s on a line of its own", name, statsSubject)
+			}
+			conf = []byte(strings.Replace(string(conf), grant, "", 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), conf, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	const grant = `  "` + statsSubject + `"` + "\n"
-	if !strings.Contains(string(conf), grant) {
-		t.Fatalf("docs/nats-server.conf does not grant %s on a line of its own", statsSubject)
-	}
-	file := filepath.Join(t.TempDir(), "nats-server.conf")
-	if err := os.WriteFile(file, []byte(strings.Replace(string(conf), grant, "", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := docsServer(t, file)
+	s := docsServer(t, filepath.Join(dir, "nats-server-single.conf"))
 	stop, logs := startVendor(t, authEnv(s.ClientURL(), map[string]string{
 		"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": "vendor-pw",
 	}))
