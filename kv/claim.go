@@ -242,6 +242,7 @@ type claimer struct {
 	ttl            time.Duration // the lease bucket's
 	fresh          time.Duration // until the clocks bucket is a TTL old (and ClockAhead), by the server
 	value          []byte
+	where          string // the leases bucket and its JetStream
 }
 
 func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*claimer, error) {
@@ -262,8 +263,16 @@ func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*cl
 		now = info.Created
 	}
 	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
+	where := WorkersBucket
+	if st, err := leases.Status(ctx); err == nil {
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			// The stream's creation tells one JetStream from another (a
+			// copy restored from a backup keeps it).
+			where += "@" + strconv.FormatInt(bs.StreamInfo().Created.UnixNano(), 36)
+		}
+	}
 	return &claimer{
-		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value,
+		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value, where: where,
 		fresh: info.Created.Add(max(ttl, c.LongestLease) + c.ClockAhead).Sub(now),
 	}, nil
 }
@@ -283,10 +292,14 @@ func (cl *claimer) seed(ctx context.Context) error {
 // held returns the worker IDs whose lease keys exist, as far as a bounded
 // listing finds them: a hint that saves a Create per held ID.
 func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
+	return heldIDs(ctx, cl.leases)
+}
+
+func heldIDs(ctx context.Context, leases jetstream.KeyValue) (map[int]bool, error) {
 	taken := map[int]bool{}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	keys, err := cl.leases.ListKeys(lctx)
+	keys, err := leases.ListKeys(lctx)
 	if err != nil {
 		return taken, ctx.Err() // only the caller's end is an error
 	}
@@ -296,6 +309,20 @@ func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
 		}
 	}
 	return taken, nil
+}
+
+// HeldWorkerIDs returns the worker IDs whose leases are held, as far as a
+// listing bounded to a few seconds finds them; none when the bucket does
+// not exist.
+func HeldWorkerIDs(ctx context.Context, js jetstream.JetStream) (map[int]bool, error) {
+	leases, err := js.KeyValue(ctx, WorkersBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return map[int]bool{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv: open bucket %s: %w", WorkersBucket, err)
+	}
+	return heldIDs(ctx, leases)
 }
 
 // try claims worker ID id if its last timestamp is at most wait ahead of the
@@ -326,7 +353,7 @@ func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease,
 	if err != nil {
 		return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
 	}
-	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, epoch: cl.cfg.Epoch, leases: cl.leases, clocks: cl.clocks}
+	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, epoch: cl.cfg.Epoch, leases: cl.leases, clocks: cl.clocks, where: cl.where}
 	if err := l.start(ctx, min(cl.cfg.MaxWait, cl.ttl/2), cl.fresh, cl.cfg.Report); err != nil {
 		l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
 		return nil, err

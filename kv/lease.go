@@ -28,6 +28,7 @@ type Lease struct {
 	rev      uint64 // lease key's revision
 	clockRev uint64 // clock key's revision
 	recorded int64  // the highest last timestamp written
+	where    string // the bucket, and the JetStream it is in
 }
 
 var _ workerid.Holder = (*Lease)(nil)
@@ -143,8 +144,11 @@ func (l *Lease) Last() int64 { return l.last }
 // Deadline returns the deadline of the last reservation.
 func (l *Lease) Deadline() time.Time { return l.deadline }
 
-// Where names the bucket of the lease.
-func (l *Lease) Where() string { return WorkersBucket }
+// Where names the bucket of the lease and the JetStream it is in
+// ("leaf_workers@<the stream's creation>"): two vendors holding one worker
+// ID in the same place got it from a store that went back, in two places
+// from two JetStreams.
+func (l *Lease) Where() string { return l.where }
 
 // TTL returns the lease TTL in force (the bucket's).
 func (l *Lease) TTL() time.Duration { return l.ttl }

@@ -25,6 +25,10 @@ var (
 	ErrNotStrict = errors.New("segment: not a strict tag")
 	// ErrRateLimited is returned by a take beyond Options.RateLimit.
 	ErrRateLimited = errors.New("segment: rate limited")
+	// ErrRefused is wrapped by a store that refuses this client for a
+	// reason waiting cannot fix: a wrong user or password, a database that
+	// does not exist.
+	ErrRefused = errors.New("segment: the store refused this client")
 )
 
 // Row is one business tag as a store keeps it (Leaf's leaf_alloc row).

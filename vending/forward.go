@@ -106,8 +106,7 @@ func cmpOr(s, def string) string {
 type Forwarder struct {
 	nc      *nats.Conn
 	cfg     ForwarderConfig
-	replies *replyGuard
-	dropLog dropLog
+	replies *Replies
 
 	ctx    context.Context // cancelled by Close: bounds the serves in flight
 	cancel context.CancelFunc
@@ -125,7 +124,7 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 		return nil, err
 	}
 	f := &Forwarder{nc: nc, cfg: c, subs: map[*nats.Subscription]struct{}{},
-		replies: &replyGuard{allow: c.ReplyPrefixes, refuse: c.OwnInboxes}}
+		replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f, nil
 }
@@ -223,9 +222,9 @@ func (f *Forwarder) Listen(tag string, ls *strict.Leaders) (stop func(), err err
 // serve answers one forwarded request: within the configured count, past
 // the gate, to an inbox only.
 func (f *Forwarder) serve(tag string, ls *strict.Leaders, m *nats.Msg) {
-	if why := f.replies.why(m.Reply); why != "" {
+	if why := f.replies.Why(m.Reply); why != "" {
 		f.cfg.Observer.Dropped(ModeSegment, why)
-		f.dropLog.note(f.cfg.Logger, f.cfg.ReplyPrefixes, m.Subject, m.Reply, why)
+		f.replies.Drop(f.cfg.Logger, m.Subject, m.Reply, why)
 		return
 	}
 	c, err := ParseCount(m.Data, f.cfg.MaxCount)

@@ -26,15 +26,23 @@ var DefaultReplyPrefixes = []string{nats.InboxPrefix, "_R_."}
 // service's own subjects, never the inboxes the vendor's own JetStream
 // requests wait on (Config.OwnInboxes).
 
-// replyGuard decides which reply subjects a service answers.
-type replyGuard struct {
+// Replies decides which reply subjects are answered: those under a reply
+// prefix, but not under one of the vendor's own inboxes. Every subject a
+// vendor answers on goes through one (the service, the strict forwarder,
+// the vendors' safety exchange).
+type Replies struct {
 	allow  []string // reply prefixes
 	refuse []string // prefixes refused although allowed: the vendor's own
 	log    dropLog
 }
 
-func newReplyGuard(c Config) *replyGuard {
-	return &replyGuard{allow: c.ReplyPrefixes, refuse: c.OwnInboxes}
+// NewReplies answers the reply subjects under prefixes (checked with
+// CheckReplyPrefix; none: DefaultReplyPrefixes) but under none of own.
+func NewReplies(prefixes, own []string) *Replies {
+	if len(prefixes) == 0 {
+		prefixes = DefaultReplyPrefixes
+	}
+	return &Replies{allow: prefixes, refuse: own}
 }
 
 // RequestInbox returns the prefix of the inboxes on which nc's requests
@@ -73,8 +81,8 @@ const (
 // DropReasons lists every reason a request is dropped for.
 var DropReasons = []string{DropNoReply, DropTooLong, DropNotInbox, DropOwnInbox, DropMalformed}
 
-// why says why reply is not one to answer, "" when it is.
-func (g *replyGuard) why(reply string) string {
+// Why says why reply is not one to answer, "" when it is.
+func (g *Replies) Why(reply string) string {
 	switch {
 	case reply == "":
 		return DropNoReply
@@ -129,7 +137,7 @@ func validSubject(s string) bool {
 // may be answered; the others are dropped, before any ID is taken.
 func (s *Service) guard(mode string, h micro.Handler) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
-		if why := s.replies.why(req.Reply()); why != "" {
+		if why := s.replies.Why(req.Reply()); why != "" {
 			s.drop(mode, req.Subject(), req.Reply(), why)
 			return
 		}
@@ -152,7 +160,13 @@ func (s *Service) guardExcept(except, mode string, h micro.Handler) micro.Handle
 // drop counts and logs a request that gets no answer.
 func (s *Service) drop(mode, subject, reply, why string) {
 	s.obs.Dropped(mode, why)
-	s.replies.log.note(s.log, s.cfg.ReplyPrefixes, subject, reply, why)
+	s.replies.Drop(s.log, subject, reply, why)
+}
+
+// Drop logs a request dropped for why, at most once every few seconds with
+// a count of those since.
+func (g *Replies) Drop(log *slog.Logger, subject, reply, why string) {
+	g.log.note(log, g.allow, subject, reply, why)
 }
 
 // dropLog aggregates dropped requests into periodic log lines, so that a

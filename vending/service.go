@@ -209,7 +209,7 @@ type Service struct {
 	// answers go to (no one reads them).
 	waited, token, noteReply string
 
-	replies *replyGuard
+	replies *Replies
 
 	internal errorLog
 }
@@ -220,7 +220,7 @@ func Start(nc *nats.Conn, c Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: newReplyGuard(c)}
+	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),

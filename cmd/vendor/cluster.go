@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -182,7 +183,8 @@ func clusterShow(ctx context.Context, cfg Config, w io.Writer) error {
 		fmt.Fprintf(tw, "  time bits run out\t%s\n", end.Format(time.DateOnly))
 	}
 	tw.Flush()
-	want := cfg.contract(rec.Segments)
+	want := cfg.terms()
+	want.Segments = rec.Segments
 	if st, closeStore, err := openStore(ctx, cfg, a.js, false); err == nil {
 		if info, err := st.Info(ctx); err == nil {
 			want.Segments = storeName(cfg.storeKind(), info)
@@ -193,9 +195,9 @@ func clusterShow(ctx context.Context, cfg Config, w io.Writer) error {
 		}
 		closeStore()
 	}
-	var mismatch *mismatchError
-	if err := checkContract(rec, want, cfg); errors.As(err, &mismatch) {
-		fmt.Fprintf(w, "this environment's settings differ:%s\n", mismatch.terms())
+	var mismatch *cluster.MismatchError
+	if err := cluster.Check(rec, want); errors.As(err, &mismatch) {
+		fmt.Fprintf(w, "this environment's settings differ:%s\n", mismatch.Terms())
 		return nil
 	}
 	fmt.Fprintln(w, "this environment's settings agree with it")

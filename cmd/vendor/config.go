@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -183,6 +186,28 @@ func (c Config) replyPrefixes() []string {
 	}
 	return out
 }
+
+// terms are what this vendor vends by, as the cluster contract records
+// them (the segment store is filled in once it answers).
+func (c Config) terms() cluster.Terms {
+	return cluster.Terms{Epoch: c.Epoch, Layout: layout(), WorkerIDs: c.WorkerIDRange}
+}
+
+// layout is the snowflake bit layout as the contract records it.
+func layout() string {
+	return fmt.Sprintf("1+%d+%d+%d", snowflake.TimeBits, snowflake.WorkerBits, snowflake.SequenceBits)
+}
+
+// instanceName names this vendor process: in lease values, the contract,
+// the peers' exchange, its status and the cluster table.
+func instanceName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// storeName is the contract's name of a segment store: its kind and the
+// identity it keeps in itself.
+func storeName(kind string, info segment.StoreInfo) string { return kind + ":" + info.ID }
 
 // workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last".
 func (c Config) workerIDRange() (workerid.Range, error) {

@@ -44,7 +44,7 @@ func httpMaxConns(configured int, log *slog.Logger) int {
 	return configured
 }
 
-func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, peers *peerAsker, leaf *leafAPI, log *slog.Logger) (*httpServer, error) {
+func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, peers *statsAsker, leaf *leafAPI, log *slog.Logger) (*httpServer, error) {
 	hs := &httpServer{}
 	if cfg.HTTPAddr == "" {
 		return hs, nil
@@ -55,8 +55,15 @@ func startHTTP(cfg Config, state *vendorState, reg *prometheus.Registry, peers *
 		fmt.Fprintln(rw, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if s := state.snapshot(false); !s.Ready {
+		s := state.snapshot(false)
+		if !s.Ready {
 			http.Error(rw, "not ready: "+s.NotReady, http.StatusServiceUnavailable)
+			return
+		}
+		if s.Contract.Blind != "" {
+			// Vending is safe within this vendor's JetStream; the checks
+			// across JetStreams miss the vendors it cannot see.
+			fmt.Fprintln(rw, "ready; but this vendor "+s.Contract.Blind)
 			return
 		}
 		fmt.Fprintln(rw, "ready")

@@ -159,13 +159,14 @@ var (
 	descRenewFails  = prometheus.NewDesc("leaf_worker_lease_renewal_failures_total", "Failed worker-ID lease renewals.", nil, nil)
 	descReady       = prometheus.NewDesc("leaf_ready", "1 while the vendor can vend (what /readyz says).", nil, nil)
 	descConnected   = prometheus.NewDesc("leaf_nats_connected", "1 while the vendor's service connection to NATS is up.", nil, nil)
+	descUnseen      = prometheus.NewDesc("leaf_peers_unseen", "Worker IDs held by vendors this one has not seen on the vendors' safety exchange for over a lease TTL: the checks that rest on them miss them.", nil, nil)
 	descSnowEnd     = prometheus.NewDesc("leaf_snowflake_epoch_end_timestamp_seconds", "Unix time at which the 41 time bits after LEAF_EPOCH run out: snowflake requests are refused from then on.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSegLeft, descSegNext, descSegStep, descSegLoads, descSegFailures,
 		descSegLoadDur, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
-		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd} {
+		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd, descUnseen} {
 		ch <- d
 	}
 }
@@ -201,6 +202,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, b2f(s.Ready))
 	gauge(descConnected, b2f(s.NATS))
 	gauge(descSnowEnd, float64(s.Contract.SnowflakeEnds.UnixMilli())/1000)
+	gauge(descUnseen, float64(s.Contract.Unseen))
 }
 
 func b2f(b bool) float64 {
@@ -211,11 +213,11 @@ func b2f(b bool) float64 {
 }
 
 // newRegistry returns the vendor's registry with the Go and process
-// collectors, the state collector and leaf_build_info.
-func newRegistry(v *vendorState, build buildInfo) *prometheus.Registry {
+// collectors, leaf_build_info and the request metrics; the state collector
+// is registered once the state it reads exists.
+func newRegistry(build buildInfo) (*prometheus.Registry, *requestMetrics) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		stateCollector{v})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build.register(reg)
-	return reg
+	return reg, newRequestMetrics(reg)
 }

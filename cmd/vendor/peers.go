@@ -33,48 +33,35 @@ var errPeersDenied = errors.New("no permission to ask the other vendors: NATS re
 // (micro.ControlSubject of the stats verb and the service's name).
 const statsSubject = "$SRV.STATS." + vending.ServiceName
 
-// peerAsker asks every live vendor for its stats ($SRV.STATS.leaf), for the
-// status page's cluster table and for the checks of the cluster contract
-// (the peers' clocks, settings and worker IDs). A request NATS refuses is
-// not seen by the publisher: the server answers it with an asynchronous
-// error. The asker spots it, says so once, and does not ask again for
-// askAgainAfter, so that neither log grows with each page refresh.
-type peerAsker struct {
+// statsAsker asks every live vendor for its stats ($SRV.STATS.leaf), the
+// data `nats micro stats leaf` shows, for the status page's cluster table.
+// (The vendors' safety checks ask each other on a subject of their own:
+// package cluster.) A request NATS refuses is not seen by the publisher:
+// the server answers it with an asynchronous error. The asker spots it,
+// says so once, and does not ask again for askAgainAfter, so that neither
+// log grows with each page refresh.
+type statsAsker struct {
 	nc  *nats.Conn
 	log *slog.Logger
 
 	mu          sync.Mutex
 	deniedUntil time.Time // zero while allowed
-
-	// asking is held shared by each ask and exclusively by quiet: nats.go's
-	// micro.AddService writes the service's start time, without its lock,
-	// after it subscribes to stats requests, so a stats request of ours
-	// answered by our own service while it starts is a data race.
-	asking sync.RWMutex
 }
 
-// quiet runs f, the start of this vendor's service, while none of its own
-// asks is under way.
-func (a *peerAsker) quiet(f func() error) error {
-	a.asking.Lock()
-	defer a.asking.Unlock()
-	return f()
-}
-
-func newPeerAsker(nc *nats.Conn, log *slog.Logger) *peerAsker {
-	return &peerAsker{nc: nc, log: log}
+// newStatsAsker asks on nc, which is up before the service starts and
+// after it stops.
+func newStatsAsker(nc *nats.Conn, log *slog.Logger) *statsAsker {
+	return &statsAsker{nc: nc, log: log}
 }
 
 // ask publishes a stats request and passes each reply that arrives within
 // wait to each, with when it was sent and when it arrived by clock. It
 // returns errPeersDenied when NATS refuses the request, now or at the last
 // ask less than askAgainAfter ago.
-func (a *peerAsker) ask(ctx context.Context, wait time.Duration, clock snowflake.Clock, each func(data []byte, sent, arrived time.Time)) error {
+func (a *statsAsker) ask(ctx context.Context, wait time.Duration, clock snowflake.Clock, each func(data []byte, sent, arrived time.Time)) error {
 	if a.holdingOff() {
 		return errPeersDenied
 	}
-	a.asking.RLock()
-	defer a.asking.RUnlock()
 	inbox := a.nc.NewRespInbox()
 	sub, err := a.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -114,24 +101,24 @@ func isStatsDenial(err error) bool {
 	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+statsSubject+`"`)
 }
 
-func (a *peerAsker) holdingOff() bool {
+func (a *statsAsker) holdingOff() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return !a.deniedUntil.IsZero() && time.Now().Before(a.deniedUntil)
 }
 
-func (a *peerAsker) denied() {
+func (a *statsAsker) denied() {
 	a.mu.Lock()
 	first := a.deniedUntil.IsZero()
 	a.deniedUntil = time.Now().Add(askAgainAfter)
 	a.mu.Unlock()
 	if first {
-		a.log.Warn("NATS refuses this vendor's requests for the other vendors' stats: the status page's cluster table stays empty; the clock check before a worker-ID claim compares with the NATS server's clock only; a vendor in another JetStream with this worker ID, or serving from another segment store, goes unnoticed. Grant this vendor's NATS user publish on "+statsSubject+" (docs/security.md)",
+		a.log.Warn("NATS refuses this vendor's requests for the other vendors' stats: the status page's cluster table stays empty. Grant this vendor's NATS user publish on "+statsSubject+" (docs/security.md)",
 			"subject", statsSubject, "ask_again_every", askAgainAfter)
 	}
 }
 
-func (a *peerAsker) allowed() {
+func (a *statsAsker) allowed() {
 	a.mu.Lock()
 	was := !a.deniedUntil.IsZero()
 	a.deniedUntil = time.Time{}
@@ -143,7 +130,7 @@ func (a *peerAsker) allowed() {
 
 // stats returns the stats of every live vendor, this one included, that
 // answer within wait.
-func (a *peerAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Stats, error) {
+func (a *statsAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Stats, error) {
 	var out []micro.Stats
 	err := a.ask(ctx, wait, snowflake.SystemClock{}, func(data []byte, _, _ time.Time) {
 		var st micro.Stats
@@ -156,7 +143,7 @@ func (a *peerAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Stat
 
 // serveCluster is /cluster.json: every vendor of the cluster, or 403 with
 // the reason when NATS refuses to let this vendor ask.
-func (a *peerAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
+func (a *statsAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
 	stats, err := a.stats(r.Context(), 300*time.Millisecond)
 	switch {
 	case errors.Is(err, errPeersDenied):

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
@@ -22,8 +23,8 @@ var (
 
 // Store kinds, as the cluster contract names them.
 const (
-	kindPostgres = "postgres"
-	kindKV       = "jetstream-kv"
+	kindPostgres = cluster.KindPostgres
+	kindKV       = cluster.KindKV
 )
 
 // storeKind is the kind of store cfg configures.
@@ -70,14 +71,15 @@ type segments struct {
 	strict *strictTags  // nil until the service's connection is up
 }
 
-func openSegments(ctx context.Context, cfg Config, st segment.AdminStore, closeStore func(), log *slog.Logger) (*segments, error) {
+// openSegments serves the tags of st past gate; closeStore closes st.
+func openSegments(ctx context.Context, cfg Config, log *slog.Logger, st segment.AdminStore, closeStore func(), gate func() error) (*segments, error) {
 	alloc, err := segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep,
 		RateLimit: cfg.SegmentRateLimit, RateBurst: max(cfg.SegmentRateLimit, float64(cfg.MaxRangeBatch))})
 	if err != nil {
 		closeStore()
 		return nil, err
 	}
-	return &segments{alloc: alloc, store: st, kind: cfg.storeKind(), close: closeStore, gate: func() error { return nil }}, nil
+	return &segments{alloc: alloc, store: st, kind: cfg.storeKind(), close: closeStore, gate: gate}, nil
 }
 
 var errNoStrict = fmt.Errorf("%w: strict tags are not served yet", segment.ErrUnavailable)
@@ -143,11 +145,11 @@ func (s *segments) Close() {
 // answers 503.
 type guardedSnowflake struct {
 	*workerid.Keeper
-	guard *contractGuard
+	guard *cluster.Guard
 }
 
 func (s guardedSnowflake) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
-	if err := s.guard.snowflakeErr(); err != nil {
+	if err := s.guard.SnowflakeErr(); err != nil {
 		return dst, err
 	}
 	return s.Keeper.NextRanges(dst, n)

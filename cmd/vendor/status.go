@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -18,7 +19,7 @@ type vendorState struct {
 	started  time.Time
 	keeper   *workerid.Keeper
 	segs     *segments
-	guard    *contractGuard
+	guard    *cluster.Guard
 	clock    snowflake.Clock // the IDs' clock: peers compare theirs with its Now
 	// connected reports whether the service's NATS connection is up.
 	connected func() bool
@@ -33,7 +34,8 @@ type vendorState struct {
 	rowErr string
 }
 
-func newVendorState(keeper *workerid.Keeper, segs *segments, guard *contractGuard, clock snowflake.Clock, connected func() bool) *vendorState {
+func newVendorState(keeper *workerid.Keeper, segs *segments, guard *cluster.Guard, clock snowflake.Clock, connected func() bool,
+	requests *requestMetrics, leaseTTL func() time.Duration) *vendorState {
 	return &vendorState{
 		instance:  instanceName(),
 		started:   time.Now().UTC(),
@@ -42,7 +44,8 @@ func newVendorState(keeper *workerid.Keeper, segs *segments, guard *contractGuar
 		guard:     guard,
 		clock:     clock,
 		connected: connected,
-		leaseTTL:  func() time.Duration { return 0 },
+		requests:  requests,
+		leaseTTL:  leaseTTL,
 	}
 }
 
@@ -84,8 +87,11 @@ type contractState struct {
 	// SnowflakeEnds is when the 41 time bits after Epoch run out.
 	SnowflakeEnds time.Time `json:"snowflake_ends"`
 	// Note is why the last check could not complete; Refused why segment
-	// requests are refused, SnowflakeRefused why snowflake ones are.
+	// requests are refused, SnowflakeRefused why snowflake ones are;
+	// Blind which vendors holding worker IDs this one cannot see.
 	Note             string `json:"note,omitempty"`
+	Blind            string `json:"blind,omitempty"`
+	Unseen           int    `json:"peers_unseen"`
 	Refused          string `json:"segments_refused,omitempty"`
 	SnowflakeRefused string `json:"snowflake_refused,omitempty"`
 }
@@ -175,15 +181,11 @@ func (v *vendorState) snapshot(withRows bool) status {
 		s.Worker.LastError = ks.LastError.Error()
 	}
 	s.Worker.LeaseTTL = v.leaseTTL()
-	s.Contract.Segments, s.Contract.Note = v.guard.status()
-	s.Contract.Epoch, s.Contract.WorkerIDs = v.guard.want.Epoch, v.guard.want.WorkerIDs
+	gs := v.guard.Status()
+	s.Contract.Segments, s.Contract.Note, s.Contract.Blind, s.Contract.Unseen = gs.Terms.Segments, gs.Note, gs.Blind, gs.Unseen
+	s.Contract.Epoch, s.Contract.WorkerIDs = gs.Terms.Epoch, gs.Terms.WorkerIDs
 	s.Contract.SnowflakeEnds = snowflakeEnds(s.Contract.Epoch)
-	if err := v.guard.segmentsErr(); err != nil {
-		s.Contract.Refused = err.Error()
-	}
-	if err := v.guard.snowflakeErr(); err != nil {
-		s.Contract.SnowflakeRefused = err.Error()
-	}
+	s.Contract.Refused, s.Contract.SnowflakeRefused = gs.SegmentsRefused, gs.SnowflakeRefused
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
 	s.Segments = segmentStatus{Store: v.segs.kind, StoreUp: v.segs.alloc.StoreUp()}
 	buffered := false

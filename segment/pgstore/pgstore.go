@@ -83,8 +83,8 @@ const createLock = 0x6c656166 // "leaf"
 
 // ErrRefused is wrapped when Postgres refuses this client for a reason
 // waiting cannot fix: a wrong user or password, a database that does not
-// exist.
-var ErrRefused = errors.New("pgstore: Postgres refused the connection")
+// exist. It wraps segment.ErrRefused.
+var ErrRefused = fmt.Errorf("pgstore: Postgres refused the connection (%w)", segment.ErrRefused)
 
 // Store is a segment store in Postgres.
 type Store struct {

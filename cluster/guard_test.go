@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/vending"
+	"github.com/leaf-nats/leaf/workerid"
+)
+
+// syncLog collects a logger's lines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A Guard on a real server: it records the contract, claims a worker ID,
+// tells the others which one it holds, and says when a vendor holding a
+// worker ID does not answer for over a lease TTL.
+func TestGuardSeesItsPeers(t *testing.T) {
+	s := natstest.Server(t)
+	js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	contracts, err := kv.OpenContracts(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := kv.NewSegmentStore(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(name string, logs *syncLog) *Guard {
+		g, err := Open(ctx, Config{
+			Terms: want, Kind: KindKV, Self: name,
+			Lease:   kv.LeaseConfig{TTL: time.Second, Holder: name},
+			MaxSkew: time.Second, JS: js, Contracts: contracts, Store: store,
+			Conn: natstest.Conn(t, s), Prefix: "leaf", Replies: vending.NewReplies(nil, nil),
+			Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close(ctx) })
+		return g
+	}
+	var logsA, logsB syncLog
+	a, b := open("a/1", &logsA), open("b/2", &logsB)
+	if a.SnowflakeErr() != nil || a.SegmentsErr() != nil {
+		t.Fatalf("gates after the first check: %v, %v", a.SnowflakeErr(), a.SegmentsErr())
+	}
+	one := workerid.Range{First: 5, Last: 5}
+	h, err := b.Claim(ctx, workerid.ClaimRequest{IDs: one, Report: func(string) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies, err := a.asker.Ask(ctx, time.Second, 0, 1, a.clock)
+	if err != nil || len(replies) != 1 || !replies[0].Worker.Held || replies[0].Worker.ID != 5 || !strings.HasPrefix(replies[0].Worker.Where, kv.WorkersBucket+"@") {
+		t.Fatalf("b's answer: %+v, %v", replies, err)
+	}
+	// b stops answering (its guard closed) but keeps renewing its lease:
+	// alive and unseen. Within a TTL and a check or two a says so.
+	b.Close(ctx)
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+				h.Renew(ctx, 0)
+			}
+		}
+	}()
+	defer func() { close(stop); <-renewed }()
+	deadline := time.Now().Add(3*CheckEvery + 5*time.Second)
+	for a.Status().Blind == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("a never said it cannot see b:\n%s", logsA.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := a.Status(); !strings.Contains(st.Blind, "worker IDs 5") || st.Unseen != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if !strings.Contains(logsA.String(), "cannot see some of the vendors") {
+		t.Fatalf("not logged:\n%s", logsA.String())
+	}
+}

@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leaf-nats/leaf/kv"
+)
+
+// Store kinds, as the contract names a segment store: "<kind>:<identity>".
+const (
+	KindPostgres = "postgres"
+	KindKV       = "jetstream-kv"
+)
+
+// NamesKind reports whether a contract's segment store (name) is of kind.
+func NamesKind(name, kind string) bool { return strings.HasPrefix(name, kind+":") }
+
+// Terms are what vendors sharing NATS must agree on for IDs to be unique:
+// the snowflake epoch and layout, the worker IDs they claim, and the
+// segment store that serves the segment subjects ("" while unknown).
+type Terms struct {
+	Epoch     int64  `json:"epoch"`
+	Layout    string `json:"layout"`
+	WorkerIDs string `json:"worker_ids"`
+	Segments  string `json:"segments,omitempty"`
+}
+
+// Contract returns t as a contract recorded by by, with the longest lease
+// TTL a vendor of the cluster may hold.
+func (t Terms) Contract(leaseTTL time.Duration, by string, at time.Time) kv.Contract {
+	return kv.Contract{Epoch: t.Epoch, Layout: t.Layout, WorkerIDs: t.WorkerIDs, Segments: t.Segments,
+		LeaseTTL: leaseTTL, By: by, At: at.UTC()}
+}
+
+// TermsOf returns the terms of a recorded contract.
+func TermsOf(c kv.Contract) Terms {
+	return Terms{Epoch: c.Epoch, Layout: c.Layout, WorkerIDs: c.WorkerIDs, Segments: c.Segments}
+}
+
+// MismatchError is a recorded contract a vendor's terms disagree with: it
+// names each term, both values and the setting to change.
+type MismatchError struct {
+	Recorded kv.Contract
+	Diffs    []kv.Difference
+	// Rerecorded: the contract this vendor had checked was lost, and
+	// another vendor recorded its own terms since.
+	Rerecorded bool
+}
+
+func (e *MismatchError) Error() string {
+	const fix = "\n(vendor cluster show prints the contract; vendor cluster -h lists how to change it)"
+	if e.Rerecorded {
+		return fmt.Sprintf("the cluster contract in KV bucket %s was lost and recorded again by %s at %s, with settings that differ from the ones this vendor vended by; one of the two vendors is misconfigured, and this one stops so that IDs cannot repeat:%s"+fix,
+			kv.ClusterBucket, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
+	}
+	return fmt.Sprintf("this vendor's settings differ from the cluster contract in KV bucket %s (recorded by %s at %s); vendors sharing a NATS cluster must agree on it, or IDs repeat:%s"+fix,
+		kv.ClusterBucket, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
+}
+
+// Terms lists each differing term, both values and the fix, a line each.
+func (e *MismatchError) Terms() string {
+	var b strings.Builder
+	for _, d := range e.Diffs {
+		fmt.Fprintf(&b, "\n  %s: the cluster's is %s, this vendor's %s; %s", d.Term, d.Recorded, d.Wanted, fixOf(d))
+	}
+	return b.String()
+}
+
+// fixOf says what to set for a term.
+func fixOf(d kv.Difference) string {
+	switch d.Term {
+	case "epoch":
+		return "set LEAF_EPOCH=" + d.Recorded
+	case "layout":
+		return "set LEAF_SNOWFLAKE_LAYOUT to the cluster's (" + d.Recorded + ")"
+	case "worker IDs":
+		return "set LEAF_WORKER_ID_RANGE=" + d.Recorded + ", or change the cluster's with: vendor cluster set -worker-ids " + d.Wanted
+	case "segment store":
+		kind, _, _ := strings.Cut(d.Recorded, ":")
+		if kind == KindPostgres {
+			return "set LEAF_POSTGRES_URL to the cluster's database, or move the cluster's segments to this vendor's store with: vendor cluster move-segments"
+		}
+		return "leave LEAF_POSTGRES_URL empty (the cluster's segments are in KV bucket " + kv.SegmentBucket + "), or move them to this vendor's store with: vendor cluster move-segments"
+	}
+	return "this build of leaf-nats cannot join this cluster"
+}
+
+// Check compares want with the recorded contract rec, ignoring the segment
+// store while either does not know it: a *MismatchError when they differ.
+func Check(rec kv.Contract, want Terms) error {
+	w := want.Contract(0, "", time.Time{})
+	if want.Segments == "" || rec.Segments == "" {
+		rec.Segments, w.Segments = "", ""
+	}
+	if diffs := rec.Diff(w); len(diffs) > 0 {
+		return &MismatchError{Recorded: rec, Diffs: diffs}
+	}
+	return nil
+}

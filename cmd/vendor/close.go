@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Close shuts the vendor down in order: step down from leading strict tags
+// (releasing their leases), stop the service's endpoints and drain its
+// connection (every request received is answered), release the
+// worker ID (recording its true last millisecond), close the segment store,
+// the HTTP server, the data connection and the embedded server, and unlock
+// the store directory. It returns every error on the way.
+func (v *vendor) Close(ctx context.Context) error {
+	var errs []error
+	if v.segs != nil && v.segs.strict != nil {
+		// First, so that the other vendors lead this one's strict tags
+		// at once; its requests in flight go to them meanwhile.
+		if err := v.segs.strict.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop leading strict tags: %w", err))
+		}
+	}
+	if v.svc != nil {
+		if err := v.svc.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop the service: %w", err))
+		}
+	}
+	if v.svcConn != nil {
+		if err := v.svcConn.Drain(); err != nil {
+			errs = append(errs, fmt.Errorf("drain the service's NATS connection: %w", err))
+		}
+		select {
+		case <-v.svcClosed:
+			v.log.Info("drained: in-flight requests answered")
+		case <-time.After(drainTimeout):
+			errs = append(errs, fmt.Errorf("the drain did not finish within %v", drainTimeout))
+			v.svcConn.Close()
+		}
+	}
+	if v.leafAPI != nil {
+		v.leafAPI.close() // its requests are answered before the worker ID goes
+	}
+	if v.keeper != nil {
+		if err := v.keeper.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if v.guard != nil {
+		if err := v.guard.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if v.segs != nil {
+		v.segs.Close()
+	}
+	if v.http != nil {
+		v.http.close()
+	}
+	if v.stopClock != nil {
+		v.stopClock()
+	}
+	if v.dataConn != nil {
+		v.dataConn.Close()
+	}
+	if v.srv != nil {
+		v.srv.Shutdown()
+		v.srv.WaitForShutdown()
+		v.log.Info("embedded NATS server stopped")
+	}
+	if v.lock != nil {
+		if err := v.lock.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("unlock the store directory: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

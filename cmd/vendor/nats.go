@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
+)
+
+// startupBudget is how long start-up steps are retried: on a fresh cluster
+// the replicated buckets have no leader for a few seconds.
+const startupBudget = 30 * time.Second
+
+// permanent reports whether a start-up error is one that waiting cannot fix.
+func permanent(err error) bool {
+	var mismatch *cluster.MismatchError
+	return errors.As(err, &mismatch) || errors.Is(err, workerid.ErrClockBehind) ||
+		errors.Is(err, kv.ErrReplicas) || errors.Is(err, segment.ErrRefused) ||
+		errors.Is(err, snowflake.ErrSettings) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+}
+
+// retryStartup runs f until it succeeds, fails for good, or startupBudget
+// passes.
+func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	deadline := time.Now().Add(startupBudget)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		err := f()
+		switch {
+		case err == nil:
+			return nil
+		case permanent(err), ctx.Err() != nil, time.Now().Add(backoff).After(deadline):
+			return err
+		}
+		log.Warn("start-up step failed; retrying", "step", what, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// connect dials NATS with the configured authentication. It fails at once
+// (no retry loop) when the first connection is refused, so a wrong password
+// ends the process with the server's reason instead of hanging.
+func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	opts, err := cfg.natsOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	closed := make(chan struct{})
+	var waitedDenied atomic.Bool
+	opts = append(opts,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected; reconnecting", "conn", name, "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if isStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) {
+				return // the askers say it once
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+cfg.SubjectPrefix+".waited.") {
+				// Once per slow request: say it once.
+				if waitedDenied.CompareAndSwap(false, true) {
+					log.Warn("NATS refuses this vendor's notes of the replies that waited for the store: clients are answered, but `nats micro stats` misses their errors. Grant this vendor's NATS user publish on "+cfg.SubjectPrefix+".waited.> (docs/security.md)", "conn", name)
+				}
+				return
+			}
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("NATS error", "conn", name, "subject", subj, "err", err)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	)
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w%s", redact(natsURL), err, connectHint(err))
+	}
+	return nc, closed, nil
+}
+
+// connectHint says what to check after a failed first connection.
+func connectHint(err error) string {
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		alertErr   tls.AlertError
+		recordErr  tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
+		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
+		return " (the server refused the credentials: check the URL's user:password, LEAF_NATS_CREDS, LEAF_NATS_NKEY, LEAF_NATS_USER/PASSWORD or LEAF_NATS_TOKEN)"
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr),
+		errors.As(err, &invalidErr), errors.As(err, &alertErr), errors.As(err, &recordErr),
+		errors.Is(err, nats.ErrSecureConnRequired), errors.Is(err, nats.ErrSecureConnWanted):
+		return " (TLS failed: check that LEAF_NATS_TLS_CA trusts the server's certificate and that LEAF_NATS_TLS_CERT/KEY hold a client certificate the server trusts)"
+	case errors.Is(err, nats.ErrNoServers):
+		return " (is a NATS server running there? leave LEAF_NATS_URL empty for an embedded one)"
+	}
+	return ""
+}
+
+// redact hides passwords in NATS URLs for logs.
+func redact(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
