@@ -29,6 +29,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/status"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -442,7 +443,7 @@ func TestSecurityDocsConfig(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for complete := 0; complete < 3; {
 			code, body := get(t, httpURL(t, logs)+"cluster.json")
-			var list []clusterEntry
+			var list []status.ClusterEntry
 			if code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil {
 				t.Fatalf("/cluster.json under docs/nats-server.conf: %d %s", code, body)
 			}
@@ -634,10 +635,10 @@ func TestClusterTableWithoutPermission(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const grant = `  "` + statsSubject + `"` + "\n"
+		const grant = `  "` + status.StatsSubject + `"` + "\n"
 		if name == "nats-accounts.conf" {
 			if !strings.Contains(string(conf), grant) {
-				t.Fatalf("docs/%s does not grant %s on a line of its own", name, statsSubject)
+				t.Fatalf("docs/%s does not grant %s on a line of its own", name, status.StatsSubject)
 			}
 			conf = []byte(strings.Replace(string(conf), grant, "", 1))
 		}

@@ -56,7 +56,9 @@ func (v *vendor) Close(ctx context.Context) error {
 		v.segs.Close()
 	}
 	if v.http != nil {
-		v.http.close()
+		if err := v.http.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop the HTTP server: %w", err))
+		}
 	}
 	if v.stopClock != nil {
 		v.stopClock()

@@ -19,6 +19,7 @@ import (
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/status"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -79,7 +80,7 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if isStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) {
+			if status.IsStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) {
 				return // the askers say it once
 			}
 			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+cfg.SubjectPrefix+".waited.") {

@@ -23,6 +23,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
 	"github.com/leaf-nats/leaf/internal/testtool"
+	"github.com/leaf-nats/leaf/status"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -78,7 +79,7 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 	// The preload of the next segment runs in the background: wait for it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var st status
+		var st status.Status
 		_, body := get(t, url+"status.json")
 		if json.Unmarshal([]byte(body), &st) == nil && len(st.Segments.Tags) == 1 && st.Segments.Tags[0].NextReady {
 			break
@@ -130,7 +131,7 @@ func TestHealthReadyMetricsAndStatus(t *testing.T) {
 	} else if step, _ := strconv.Atoi(m[1]); step < 200 {
 		t.Errorf("leaf_segment_step = %d, want at least 200 (doubled)", step)
 	}
-	var st status
+	var st status.Status
 	_, body := get(t, url+"status.json")
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
@@ -372,7 +373,7 @@ func TestSlowPathErrorsAgree(t *testing.T) {
 				c.metrics += n
 			}
 		}
-		var page status
+		var page status.Status
 		_, body := get(t, url+"status.json")
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
@@ -382,7 +383,7 @@ func TestSlowPathErrorsAgree(t *testing.T) {
 				c.page += int(r.Requests)
 			}
 		}
-		var cluster []clusterEntry
+		var cluster []status.ClusterEntry
 		_, body = get(t, url+"cluster.json")
 		if err := json.Unmarshal([]byte(body), &cluster); err != nil {
 			t.Fatalf("cluster.json: %v %s", err, body)

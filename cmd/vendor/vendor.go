@@ -21,6 +21,7 @@ import (
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/status"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -61,8 +62,8 @@ type vendor struct {
 	segs      *segments
 	keeper    *workerid.Keeper
 	svc       *vending.Service
-	leafAPI   *leafAPI // nil unless LEAF_HTTP_LEAF_API
-	http      *httpServer
+	leafAPI   *leafAPI       // nil unless LEAF_HTTP_LEAF_API
+	http      *status.Server // nil unless LEAF_HTTP_ADDR
 }
 
 // openVendor opens a vendor's parts in order: store lock and embedded
@@ -231,10 +232,12 @@ func (v *vendor) forwarderConfig() vending.ForwarderConfig {
 func (v *vendor) startService(clock snowflake.Clock) error {
 	cfg := v.cfg
 	build := readBuildInfo()
-	reg, obs := newRegistry(build)
-	state := newVendorState(v.keeper, v.segs, v.guard, clock, v.svcConn.IsConnected, obs,
-		func() time.Duration { return max(cfg.WorkerLeaseTTL, v.guard.Status().LeaseTTL) })
-	reg.MustRegister(stateCollector{state})
+	reg, obs := status.NewRegistry(status.Build(build))
+	state := status.NewState(status.Sources{
+		Instance: instanceName(), Keeper: v.keeper, Allocator: v.segs.alloc, Store: v.segs.store, StoreKind: v.segs.kind,
+		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
+	})
+	reg.MustRegister(state.Collector())
 	sf := guardedSnowflake{v.keeper, v.guard}
 	var err error
 	v.svc, err = vending.Start(v.svcConn, vending.Config{
@@ -246,32 +249,38 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Snowflake:     sf,
 		Epoch:         cfg.Epoch,
 		Segments:      v.segs,
-		Stats:         state.endpointStats(build),
-		Metadata:      v.metadata(state, build),
+		Stats:         state.EndpointStats(build.Version),
+		Metadata:      v.metadata(build),
 		Observer:      obs,
 		ReplyPrefixes: cfg.replyPrefixes(),
 		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
 		Logger:        v.log,
 	})
-	if err != nil {
+	if err != nil || cfg.HTTPAddr == "" {
 		return err
 	}
+	sc := status.ServerConfig{Addr: cfg.HTTPAddr, MaxConns: httpMaxConns(cfg.HTTPMaxConns, v.log), Logger: v.log}
 	// Leaf's HTTP API takes IDs from the same sources, past the same gates.
-	v.leafAPI = newLeafAPI(cfg, sf, v.segs, obs, reg)
-	v.http, err = startHTTP(cfg, state, reg, newStatsAsker(v.dataConn, v.log), v.leafAPI, v.log)
+	if v.leafAPI = newLeafAPI(cfg, sf, v.segs, obs, reg); v.leafAPI != nil {
+		sc.API = v.leafAPI
+	}
+	v.http, err = status.OpenServer(sc, state, reg, status.NewStatsAsker(v.dataConn, v.log))
+	if err == nil && v.leafAPI != nil {
+		v.log.Info("serving Leaf's HTTP API (LEAF_HTTP_LEAF_API)", "segment", "http://"+v.http.Addr()+leafSegmentPath+"<tag>", "snowflake", "http://"+v.http.Addr()+leafSnowflakePath+"<key>")
+	}
 	return err
 }
 
 // metadata is what `nats micro info leaf` shows of this vendor.
-func (v *vendor) metadata(state *vendorState, build buildInfo) map[string]string {
+func (v *vendor) metadata(build buildInfo) map[string]string {
 	cfg := v.cfg
 	return map[string]string{
-		"instance":            state.instance,
+		"instance":            instanceName(),
 		"revision":            build.Revision,
 		"go_version":          build.GoVersion,
 		"worker_ids":          cfg.WorkerIDRange,
 		"epoch":               strconv.FormatInt(cfg.Epoch, 10),
-		"snowflake_ends":      snowflakeEnds(cfg.Epoch).Format(time.RFC3339),
+		"snowflake_ends":      status.SnowflakeEnds(cfg.Epoch).Format(time.RFC3339),
 		"segment_store":       v.segs.kind,
 		vending.MetaRateLimit: strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,

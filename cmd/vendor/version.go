@@ -5,8 +5,6 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // baseVersion is the version of a build that carries none: `go build` in a
@@ -56,15 +54,4 @@ func (b buildInfo) String() string {
 func runVersion(stdout io.Writer) int {
 	fmt.Fprintln(stdout, readBuildInfo())
 	return 0
-}
-
-// register adds leaf_build_info, a gauge of 1 whose labels are the build.
-func (b buildInfo) register(reg prometheus.Registerer) {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "leaf_build_info",
-		Help:        "A metric with a constant 1 whose labels say which build of the vendor runs.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
-	})
-	g.Set(1)
-	reg.MustRegister(g)
 }

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"context"
@@ -27,20 +27,20 @@ const askAgainAfter = time.Minute
 // errPeersDenied is the answer of a peerAsker while NATS refuses its stats
 // request.
 var errPeersDenied = errors.New("no permission to ask the other vendors: NATS refuses this vendor's user to publish " +
-	statsSubject + "; grant it (docs/security.md, docs/nats-server.conf)")
+	StatsSubject + "; grant it (docs/security.md, docs/nats-server.conf)")
 
-// statsSubject is where every vendor answers micro stats requests
+// StatsSubject is where every vendor answers micro stats requests
 // (micro.ControlSubject of the stats verb and the service's name).
-const statsSubject = "$SRV.STATS." + vending.ServiceName
+const StatsSubject = "$SRV.STATS." + vending.ServiceName
 
-// statsAsker asks every live vendor for its stats ($SRV.STATS.leaf), the
+// StatsAsker asks every live vendor for its stats ($SRV.STATS.leaf), the
 // data `nats micro stats leaf` shows, for the status page's cluster table.
 // (The vendors' safety checks ask each other on a subject of their own:
 // package cluster.) A request NATS refuses is not seen by the publisher:
 // the server answers it with an asynchronous error. The asker spots it,
 // says so once, and does not ask again for askAgainAfter, so that neither
 // log grows with each page refresh.
-type statsAsker struct {
+type StatsAsker struct {
 	nc  *nats.Conn
 	log *slog.Logger
 
@@ -48,17 +48,17 @@ type statsAsker struct {
 	deniedUntil time.Time // zero while allowed
 }
 
-// newStatsAsker asks on nc, which is up before the service starts and
+// NewStatsAsker asks on nc, which is up before the service starts and
 // after it stops.
-func newStatsAsker(nc *nats.Conn, log *slog.Logger) *statsAsker {
-	return &statsAsker{nc: nc, log: log}
+func NewStatsAsker(nc *nats.Conn, log *slog.Logger) *StatsAsker {
+	return &StatsAsker{nc: nc, log: log}
 }
 
 // ask publishes a stats request and passes each reply that arrives within
 // wait to each, with when it was sent and when it arrived by clock. It
 // returns errPeersDenied when NATS refuses the request, now or at the last
 // ask less than askAgainAfter ago.
-func (a *statsAsker) ask(ctx context.Context, wait time.Duration, clock snowflake.Clock, each func(data []byte, sent, arrived time.Time)) error {
+func (a *StatsAsker) ask(ctx context.Context, wait time.Duration, clock snowflake.Clock, each func(data []byte, sent, arrived time.Time)) error {
 	if a.holdingOff() {
 		return errPeersDenied
 	}
@@ -70,7 +70,7 @@ func (a *statsAsker) ask(ctx context.Context, wait time.Duration, clock snowflak
 	defer sub.Unsubscribe()
 	before := a.nc.LastError()
 	sent := clock.Now()
-	if err := a.nc.PublishRequest(statsSubject, inbox, nil); err != nil {
+	if err := a.nc.PublishRequest(StatsSubject, inbox, nil); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -87,7 +87,7 @@ func (a *statsAsker) ask(ctx context.Context, wait time.Duration, clock snowflak
 	if err := a.nc.FlushTimeout(time.Second); err != nil {
 		return nil // unknown: as if allowed
 	}
-	if last := a.nc.LastError(); last != before && isStatsDenial(last) {
+	if last := a.nc.LastError(); last != before && IsStatsDenial(last) {
 		a.denied()
 		return errPeersDenied
 	}
@@ -95,42 +95,42 @@ func (a *statsAsker) ask(ctx context.Context, wait time.Duration, clock snowflak
 	return nil
 }
 
-// isStatsDenial reports whether err is the server's refusal of a stats
+// IsStatsDenial reports whether err is the server's refusal of a stats
 // request: the connection's error handler leaves it to the asker.
-func isStatsDenial(err error) bool {
-	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+statsSubject+`"`)
+func IsStatsDenial(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+StatsSubject+`"`)
 }
 
-func (a *statsAsker) holdingOff() bool {
+func (a *StatsAsker) holdingOff() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return !a.deniedUntil.IsZero() && time.Now().Before(a.deniedUntil)
 }
 
-func (a *statsAsker) denied() {
+func (a *StatsAsker) denied() {
 	a.mu.Lock()
 	first := a.deniedUntil.IsZero()
 	a.deniedUntil = time.Now().Add(askAgainAfter)
 	a.mu.Unlock()
 	if first {
-		a.log.Warn("NATS refuses this vendor's requests for the other vendors' stats: the status page's cluster table stays empty. Grant this vendor's NATS user publish on "+statsSubject+" (docs/security.md)",
-			"subject", statsSubject, "ask_again_every", askAgainAfter)
+		a.log.Warn("NATS refuses this vendor's requests for the other vendors' stats: the status page's cluster table stays empty. Grant this vendor's NATS user publish on "+StatsSubject+" (docs/security.md)",
+			"subject", StatsSubject, "ask_again_every", askAgainAfter)
 	}
 }
 
-func (a *statsAsker) allowed() {
+func (a *StatsAsker) allowed() {
 	a.mu.Lock()
 	was := !a.deniedUntil.IsZero()
 	a.deniedUntil = time.Time{}
 	a.mu.Unlock()
 	if was {
-		a.log.Info("NATS now lets this vendor ask the other vendors for their stats", "subject", statsSubject)
+		a.log.Info("NATS now lets this vendor ask the other vendors for their stats", "subject", StatsSubject)
 	}
 }
 
 // stats returns the stats of every live vendor, this one included, that
 // answer within wait.
-func (a *statsAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Stats, error) {
+func (a *StatsAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Stats, error) {
 	var out []micro.Stats
 	err := a.ask(ctx, wait, snowflake.SystemClock{}, func(data []byte, _, _ time.Time) {
 		var st micro.Stats
@@ -143,7 +143,7 @@ func (a *statsAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Sta
 
 // serveCluster is /cluster.json: every vendor of the cluster, or 403 with
 // the reason when NATS refuses to let this vendor ask.
-func (a *statsAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
+func (a *StatsAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
 	stats, err := a.stats(r.Context(), 300*time.Millisecond)
 	switch {
 	case errors.Is(err, errPeersDenied):
@@ -156,27 +156,28 @@ func (a *statsAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
 	writeJSON(rw, clusterView(stats))
 }
 
-// clusterEntry is one vendor on the status page's cluster table.
-type clusterEntry struct {
+// ClusterEntry is one vendor on the status page's cluster table.
+type ClusterEntry struct {
 	ID        string      `json:"id"`
 	Requests  int         `json:"requests"`
 	Errors    int         `json:"errors"`
 	AverageNs int64       `json:"average_ns"`
-	Data      clusterData `json:"data"`
+	Data      ClusterData `json:"data"`
 }
 
-type clusterData struct {
+// ClusterData is what a vendor's micro stats tell of it.
+type ClusterData struct {
 	Instance string       `json:"instance"`
 	Ready    bool         `json:"ready"`
-	Worker   workerStatus `json:"worker"`
+	Worker   WorkerStatus `json:"worker"`
 	Tags     []string     `json:"tags"`
 }
 
 // clusterView condenses the micro stats replies of every vendor.
-func clusterView(stats []micro.Stats) []clusterEntry {
-	out := make([]clusterEntry, 0, len(stats))
+func clusterView(stats []micro.Stats) []ClusterEntry {
+	out := make([]ClusterEntry, 0, len(stats))
 	for _, st := range stats {
-		e := clusterEntry{ID: st.ID}
+		e := ClusterEntry{ID: st.ID}
 		var took time.Duration
 		for _, ep := range st.Endpoints {
 			e.Errors += ep.NumErrors
@@ -185,9 +186,9 @@ func clusterView(stats []micro.Stats) []clusterEntry {
 				e.Requests += ep.NumRequests
 				took += ep.ProcessingTime
 			}
-			var s status
+			var s Status
 			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
-				e.Data = clusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker}
+				e.Data = ClusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker}
 				for _, t := range s.Segments.Tags {
 					e.Data.Tags = append(e.Data.Tags, t.Tag)
 				}
@@ -198,6 +199,6 @@ func clusterView(stats []micro.Stats) []clusterEntry {
 		}
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b clusterEntry) int { return strings.Compare(a.Data.Instance, b.Data.Instance) })
+	slices.SortFunc(out, func(a, b ClusterEntry) int { return strings.Compare(a.Data.Instance, b.Data.Instance) })
 	return out
 }

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 // Observe runs once per request: it must not allocate.
 func BenchmarkObserve(b *testing.B) {
-	m := newRequestMetrics(prometheus.NewRegistry())
+	m := NewMetrics(prometheus.NewRegistry())
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Observe("segment", "order", 200, 1, 30*time.Microsecond)
@@ -17,7 +17,7 @@ func BenchmarkObserve(b *testing.B) {
 }
 
 func TestObserveDoesNotAllocate(t *testing.T) {
-	m := newRequestMetrics(prometheus.NewRegistry())
+	m := NewMetrics(prometheus.NewRegistry())
 	m.Observe("snowflake", "", 200, 1, time.Microsecond) // resolves the labels once
 	if n := testing.AllocsPerRun(1000, func() { m.Observe("snowflake", "", 200, 1, time.Microsecond) }); n != 0 {
 		t.Fatalf("Observe allocates %v times per request", n)

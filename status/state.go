@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"context"
@@ -12,21 +12,52 @@ import (
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-// vendorState assembles what the status page, the micro stats handler,
-// /readyz and the metrics show.
-type vendorState struct {
-	instance string
-	started  time.Time
-	keeper   *workerid.Keeper
-	segs     *segments
-	guard    *cluster.Guard
-	clock    snowflake.Clock // the IDs' clock: peers compare theirs with its Now
-	// connected reports whether the service's NATS connection is up.
-	connected func() bool
-	// leaseTTL returns the longest lease this vendor holds or may hold.
-	leaseTTL func() time.Duration
-	// requests counts the requests answered (nil until the service runs).
-	requests *requestMetrics
+// Keeper is what the status reads of the worker-ID keeper
+// (workerid.Keeper).
+type Keeper interface {
+	Status() workerid.Status
+}
+
+// Allocator is what the status reads of the segment allocator
+// (segment.Allocator).
+type Allocator interface {
+	Snapshot() []segment.TagStatus
+	StoreUp() bool
+}
+
+// Rows lists the segment store's rows (segment.AdminStore).
+type Rows interface {
+	List(ctx context.Context) ([]segment.Row, error)
+}
+
+// Guard is what the status reads of the cluster guard (cluster.Guard).
+type Guard interface {
+	Status() cluster.Status
+}
+
+// Sources are what a State reads. Every field is required.
+type Sources struct {
+	Instance  string
+	Keeper    Keeper
+	Allocator Allocator
+	Store     Rows
+	StoreKind string // as the contract names it: cluster.KindPostgres or KindKV
+	Guard     Guard
+	// Clock is the IDs' clock: peers compare theirs with its Now.
+	Clock snowflake.Clock
+	// Connected reports whether the service's NATS connection is up.
+	Connected func() bool
+	// LeaseTTL is the configured lease TTL (LEAF_WORKER_LEASE_TTL).
+	LeaseTTL time.Duration
+	// Requests counts the requests answered.
+	Requests *Metrics
+}
+
+// State assembles what the status page, the micro stats handler, /readyz
+// and the metrics show.
+type State struct {
+	src     Sources
+	started time.Time
 
 	rowsMu sync.Mutex // guards the cached store rows
 	rows   []rowStatus
@@ -34,31 +65,21 @@ type vendorState struct {
 	rowErr string
 }
 
-func newVendorState(keeper *workerid.Keeper, segs *segments, guard *cluster.Guard, clock snowflake.Clock, connected func() bool,
-	requests *requestMetrics, leaseTTL func() time.Duration) *vendorState {
-	return &vendorState{
-		instance:  instanceName(),
-		started:   time.Now().UTC(),
-		keeper:    keeper,
-		segs:      segs,
-		guard:     guard,
-		clock:     clock,
-		connected: connected,
-		requests:  requests,
-		leaseTTL:  leaseTTL,
-	}
+// NewState reads src.
+func NewState(src Sources) *State {
+	return &State{src: src, started: time.Now().UTC()}
 }
 
-// status is one vendor's state as JSON.
-type status struct {
+// Status is one vendor's state as JSON.
+type Status struct {
 	Instance string        `json:"instance"`
 	Started  time.Time     `json:"started"`
 	Now      time.Time     `json:"now"`
 	Ready    bool          `json:"ready"`
 	NotReady string        `json:"not_ready,omitempty"` // why not, for people
 	NATS     bool          `json:"nats_connected"`
-	Contract contractState `json:"contract"`
-	Worker   workerStatus  `json:"worker"`
+	Contract ContractState `json:"contract"`
+	Worker   WorkerStatus  `json:"worker"`
 	Clock    clockStatus   `json:"clock"`
 	Segments segmentStatus `json:"segments"`
 	// Requests are the counts of /metrics' leaf_requests_total and
@@ -75,8 +96,8 @@ type workerInfo struct {
 	Claimed  time.Time `json:"claimed"`
 }
 
-// contractState is this vendor's view of the cluster contract.
-type contractState struct {
+// ContractState is this vendor's view of the cluster contract.
+type ContractState struct {
 	// Segments is the segment store this vendor vends from, as the
 	// contract names it ("" until checked).
 	Segments string `json:"segments"`
@@ -96,7 +117,8 @@ type contractState struct {
 	SnowflakeRefused string `json:"snowflake_refused,omitempty"`
 }
 
-type workerStatus struct {
+// WorkerStatus is the worker ID held last.
+type WorkerStatus struct {
 	workerInfo
 	Held bool `json:"held"`
 	// LeaseTTL is the longest lease this vendor holds or was configured
@@ -162,12 +184,13 @@ type segRange struct {
 
 func toRange(s segment.Segment) segRange { return segRange{s.Start, s.Value, s.End} }
 
-// snapshot returns the state; withRows adds the store's rows (cached for two
-// seconds, so a page refreshing every second costs the store little).
-func (v *vendorState) snapshot(withRows bool) status {
-	s := status{Instance: v.instance, Started: v.started, Now: v.clock.Now().UTC()}
-	ks := v.keeper.Status()
-	s.Worker = workerStatus{
+// Snapshot returns the state; withRows adds the store's rows (cached for
+// two seconds, so a page refreshing every second costs the store little)
+// and the request counts.
+func (v *State) Snapshot(withRows bool) Status {
+	s := Status{Instance: v.src.Instance, Started: v.started, Now: v.src.Clock.Now().UTC()}
+	ks := v.src.Keeper.Status()
+	s.Worker = WorkerStatus{
 		workerInfo:      workerInfo{ks.ID, ks.Mode, ks.Where, ks.PrevLast, ks.Claimed},
 		Held:            ks.Held,
 		Deadline:        ks.Deadline.UTC(),
@@ -180,16 +203,16 @@ func (v *vendorState) snapshot(withRows bool) status {
 	if ks.LastError != nil {
 		s.Worker.LastError = ks.LastError.Error()
 	}
-	s.Worker.LeaseTTL = v.leaseTTL()
-	gs := v.guard.Status()
+	gs := v.src.Guard.Status()
+	s.Worker.LeaseTTL = max(v.src.LeaseTTL, gs.LeaseTTL)
 	s.Contract.Segments, s.Contract.Note, s.Contract.Blind, s.Contract.Unseen = gs.Terms.Segments, gs.Note, gs.Blind, gs.Unseen
 	s.Contract.Epoch, s.Contract.WorkerIDs = gs.Terms.Epoch, gs.Terms.WorkerIDs
-	s.Contract.SnowflakeEnds = snowflakeEnds(s.Contract.Epoch)
+	s.Contract.SnowflakeEnds = SnowflakeEnds(s.Contract.Epoch)
 	s.Contract.Refused, s.Contract.SnowflakeRefused = gs.SegmentsRefused, gs.SnowflakeRefused
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
-	s.Segments = segmentStatus{Store: v.segs.kind, StoreUp: v.segs.alloc.StoreUp()}
+	s.Segments = segmentStatus{Store: v.src.StoreKind, StoreUp: v.src.Allocator.StoreUp()}
 	buffered := false
-	for _, t := range v.segs.alloc.Snapshot() {
+	for _, t := range v.src.Allocator.Snapshot() {
 		ts := tagStatus{
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
@@ -207,16 +230,16 @@ func (v *vendorState) snapshot(withRows bool) status {
 	}
 	if withRows {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
-		s.Requests = v.requests.counts()
+		s.Requests = v.src.Requests.counts()
 	}
-	s.NATS = v.connected()
+	s.NATS = v.src.Connected()
 	s.NotReady = notReady(s, ks, buffered)
 	s.Ready = s.NotReady == ""
 	return s
 }
 
 // notReady says why the vendor cannot vend, or "".
-func notReady(s status, ks workerid.Status, buffered bool) string {
+func notReady(s Status, ks workerid.Status, buffered bool) string {
 	switch {
 	case !s.NATS:
 		return "NATS connection down"
@@ -238,13 +261,13 @@ func notReady(s status, ks workerid.Status, buffered bool) string {
 	return ""
 }
 
-func (v *vendorState) storeRows() ([]rowStatus, string) {
+func (v *State) storeRows() ([]rowStatus, string) {
 	v.rowsMu.Lock()
 	defer v.rowsMu.Unlock()
 	if time.Since(v.rowsAt) > 2*time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		rows, err := v.segs.store.List(ctx)
+		rows, err := v.src.Store.List(ctx)
 		v.rowsAt, v.rowErr = time.Now(), ""
 		if err != nil {
 			v.rowErr = err.Error() // keep showing the last rows read
@@ -258,10 +281,10 @@ func (v *vendorState) storeRows() ([]rowStatus, string) {
 	return v.rows, v.rowErr
 }
 
-// snowflakeEnds is the first millisecond the time bits after epoch cannot
+// SnowflakeEnds is the first millisecond the time bits after epoch cannot
 // hold: from then on every snowflake request is refused (uid-generator's
 // users met theirs in production, its issue #100).
-func snowflakeEnds(epoch int64) time.Time {
+func SnowflakeEnds(epoch int64) time.Time {
 	return time.UnixMilli(epoch + 1<<snowflake.TimeBits).UTC()
 }
 
@@ -276,21 +299,21 @@ type serviceSummary struct {
 	WorkerID int    `json:"worker_id"` // -1: none held
 }
 
-// endpointStats returns the data of each endpoint's micro stats: the
-// summary everywhere; the whole status under the snowflake endpoint (peers
-// read it there: their clock check and cluster table), the segment buffers
-// under the segment endpoint, the epoch under decode.
-func (v *vendorState) endpointStats(build buildInfo) func(endpoint string) any {
+// EndpointStats returns the data of each endpoint's micro stats (version is
+// the build's): the summary everywhere; the whole status under the
+// snowflake endpoint (the status page's cluster table reads it there), the
+// segment buffers under the segment endpoint, the epoch under decode.
+func (v *State) EndpointStats(version string) func(endpoint string) any {
 	return func(endpoint string) any {
-		s := v.snapshot(false)
-		sum := serviceSummary{Instance: s.Instance, Version: build.Version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
+		s := v.Snapshot(false)
+		sum := serviceSummary{Instance: s.Instance, Version: version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
 		if s.Worker.Held {
 			sum.WorkerID = s.Worker.ID
 		}
 		switch endpoint {
 		case vending.EndpointSnowflake:
 			return struct {
-				status
+				Status
 				Service serviceSummary `json:"service"`
 			}{s, sum}
 		case vending.EndpointSegment:

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"cmp"
@@ -14,11 +14,11 @@ import (
 	"github.com/leaf-nats/leaf/vending"
 )
 
-// requestMetrics counts requests for vending.Observer, for /metrics and for
-// the status page (which reads the same counts: one truth). The label
-// children of each (mode, tag, code) are resolved once and cached, so the
-// hot path does a map read under a read lock and a few atomic adds.
-type requestMetrics struct {
+// Metrics counts requests for vending.Observer, for /metrics and for the
+// status page (which reads the same counts: one truth). The label children
+// of each (mode, tag, code) are resolved once and cached, so the hot path
+// does a map read under a read lock and a few atomic adds.
+type Metrics struct {
 	requests *prometheus.CounterVec
 	ids      *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -44,8 +44,9 @@ type obsTotals struct {
 	requests, ids, nanos atomic.Int64
 }
 
-func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
-	m := &requestMetrics{
+// NewMetrics registers the request metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaf_requests_total", Help: "Requests answered, by mode, segment tag and reply code (200: IDs).",
 		}, []string{"mode", "tag", "code"}),
@@ -73,7 +74,7 @@ func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
 }
 
 // Observe implements vending.Observer.
-func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Duration) {
+func (m *Metrics) Observe(mode, tag string, code, ids int, took time.Duration) {
 	k := obsKey{mode, tag, code}
 	m.mu.RLock()
 	c, ok := m.children[k]
@@ -106,7 +107,7 @@ func (m *requestMetrics) Observe(mode, tag string, code, ids int, took time.Dura
 }
 
 // Dropped implements vending.Observer.
-func (m *requestMetrics) Dropped(mode, why string) { m.dropped.WithLabelValues(mode, why).Inc() }
+func (m *Metrics) Dropped(mode, why string) { m.dropped.WithLabelValues(mode, why).Inc() }
 
 // requestCount is what the status page shows of one (mode, tag, code):
 // the counts of leaf_requests_total and leaf_ids_total, and the time taken.
@@ -120,7 +121,7 @@ type requestCount struct {
 }
 
 // counts returns the counts so far, sorted by mode, tag and code.
-func (m *requestMetrics) counts() []requestCount {
+func (m *Metrics) counts() []requestCount {
 	if m == nil {
 		return nil
 	}
@@ -139,7 +140,7 @@ func (m *requestMetrics) counts() []requestCount {
 // stateCollector reads the vendor's state at scrape time: segment buffers,
 // store, clock and worker-ID lease. Nothing on the hot path pays for it.
 type stateCollector struct {
-	v *vendorState
+	v *State
 }
 
 var (
@@ -178,7 +179,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
-	s := c.v.snapshot(false)
+	s := c.v.Snapshot(false)
 	for _, t := range s.Segments.Tags {
 		gauge(descSegLeft, float64(t.Current.End-t.Current.Value), t.Tag)
 		gauge(descSegNext, b2f(t.NextReady), t.Tag)
@@ -212,12 +213,26 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// newRegistry returns the vendor's registry with the Go and process
-// collectors, leaf_build_info and the request metrics; the state collector
-// is registered once the state it reads exists.
-func newRegistry(build buildInfo) (*prometheus.Registry, *requestMetrics) {
+// Collector returns the collector of v's state for /metrics.
+func (v *State) Collector() prometheus.Collector { return stateCollector{v} }
+
+// Build says which build runs: leaf_build_info's labels.
+type Build struct {
+	Version, Revision, GoVersion string
+}
+
+// NewRegistry returns a registry with the Go and process collectors,
+// leaf_build_info and the request metrics; the state's collector is
+// registered once the state exists.
+func NewRegistry(build Build) (*prometheus.Registry, *Metrics) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	build.register(reg)
-	return reg, newRequestMetrics(reg)
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "leaf_build_info",
+		Help:        "A metric with a constant 1 whose labels say which build of the vendor runs.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+	return reg, NewMetrics(reg)
 }

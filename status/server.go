@@ -1,0 +1,134 @@
+package status
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+//go:embed status.html
+var statusPage []byte
+
+// ServerConfig configures a Server. Addr is required; the zero value of
+// every other field means its default.
+type ServerConfig struct {
+	// Addr is the address to listen on (LEAF_HTTP_ADDR).
+	Addr string
+	// MaxConns bounds the connections held (LEAF_HTTP_MAX_CONNS). Default
+	// 1024.
+	MaxConns int
+	// API, when set, answers /api/ (Leaf's HTTP API, LEAF_HTTP_LEAF_API).
+	API    http.Handler
+	Logger *slog.Logger
+}
+
+// Server serves the status page, /status.json, /cluster.json, /metrics,
+// /healthz, /readyz and, when configured, Leaf's API.
+type Server struct {
+	srv   *http.Server
+	addr  string
+	conns *connLimit
+	wg    sync.WaitGroup
+}
+
+// OpenServer starts serving state, reg and the cluster table (asked with
+// peers) on c.Addr.
+func OpenServer(c ServerConfig, state *State, reg *prometheus.Registry, peers *StatsAsker) (*Server, error) {
+	if c.MaxConns == 0 {
+		c.MaxConns = 1024
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(rw, "ok")
+	})
+	mux.HandleFunc("GET /readyz", state.serveReady)
+	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+		rw.Write(statusPage)
+	})
+	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, _ *http.Request) {
+		writeJSON(rw, state.Snapshot(true))
+	})
+	mux.HandleFunc("GET /cluster.json", peers.serveCluster)
+	if c.API != nil {
+		mux.Handle("/api/", c.API)
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("LEAF_HTTP_ADDR %s: %w (set LEAF_HTTP_ADDR to a free address, or empty to disable)", c.Addr, err)
+	}
+	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns)}
+	hs.srv = &http.Server{
+		Handler: mux,
+		// A client can neither hold a connection open by sending slowly
+		// nor by not reading: each stage of a request has a deadline.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         hs.conns.track,
+		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelDebug),
+	}
+	hs.wg.Go(func() {
+		if err := hs.srv.Serve(hs.conns); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.Logger.Error("HTTP server stopped", "err", err)
+		}
+	})
+	c.Logger.Info("status page, metrics and health", "url", "http://"+hs.addr+"/")
+	return hs, nil
+}
+
+// Addr returns the address served.
+func (hs *Server) Addr() string { return hs.addr }
+
+// serveReady is /readyz: 200 while the vendor can vend, else 503 and why.
+func (v *State) serveReady(rw http.ResponseWriter, _ *http.Request) {
+	s := v.Snapshot(false)
+	if !s.Ready {
+		http.Error(rw, "not ready: "+s.NotReady, http.StatusServiceUnavailable)
+		return
+	}
+	if s.Contract.Blind != "" {
+		// Vending is safe within this vendor's JetStream; the checks
+		// across JetStreams miss the vendors it cannot see.
+		fmt.Fprintln(rw, "ready; but this vendor "+s.Contract.Blind)
+		return
+	}
+	fmt.Fprintln(rw, "ready")
+}
+
+func writeJSON(rw http.ResponseWriter, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(rw)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// Close stops serving: it waits for the requests in flight, or for ctx
+// (then it closes their connections).
+func (hs *Server) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := hs.srv.Shutdown(ctx)
+	if err != nil {
+		hs.srv.Close()
+	}
+	hs.wg.Wait()
+	return err
+}
