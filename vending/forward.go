@@ -130,8 +130,8 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 }
 
 // Close stops listening for every tag and waits for the forwarded requests
-// being served, or for ctx.
-func (f *Forwarder) Close(ctx context.Context) error {
+// being served (each bounded by the forward time-out).
+func (f *Forwarder) Close(context.Context) error {
 	f.mu.Lock()
 	f.closed = true
 	subs := f.subs
@@ -143,19 +143,8 @@ func (f *Forwarder) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	done := make(chan struct{})
-	go func() { // ends when the serves do; Close waits for it or for ctx
-		f.wg.Wait()
-		close(done)
-	}()
-	defer f.cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		f.cancel() // the serves end within their store call's time-out
-		<-done
-		errs = append(errs, fmt.Errorf("vending: forwarder: serves still running at close: %w", ctx.Err()))
-	}
+	f.wg.Wait()
+	f.cancel()
 	return errors.Join(errs...)
 }
 

@@ -40,7 +40,7 @@ func (v *vendor) Close(ctx context.Context) error {
 		}
 	}
 	if v.leafAPI != nil {
-		v.leafAPI.close() // its requests are answered before the worker ID goes
+		v.leafAPI.Close(ctx) // its requests are answered before the worker ID goes
 	}
 	if v.keeper != nil {
 		if err := v.keeper.Close(ctx); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/leafcompat"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
@@ -62,8 +63,8 @@ type vendor struct {
 	segs      *segments
 	keeper    *workerid.Keeper
 	svc       *vending.Service
-	leafAPI   *leafAPI       // nil unless LEAF_HTTP_LEAF_API
-	http      *status.Server // nil unless LEAF_HTTP_ADDR
+	leafAPI   *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
+	http      *status.Server  // nil unless LEAF_HTTP_ADDR
 }
 
 // openVendor opens a vendor's parts in order: store lock and embedded
@@ -260,13 +261,15 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		return err
 	}
 	sc := status.ServerConfig{Addr: cfg.HTTPAddr, MaxConns: httpMaxConns(cfg.HTTPMaxConns, v.log), Logger: v.log}
-	// Leaf's HTTP API takes IDs from the same sources, past the same gates.
-	if v.leafAPI = newLeafAPI(cfg, sf, v.segs, obs, reg); v.leafAPI != nil {
+	if cfg.HTTPLeafAPI {
+		// Leaf's HTTP API takes IDs from the same sources, past the same
+		// gates.
+		v.leafAPI = leafcompat.New(sf, v.segs, obs, reg)
 		sc.API = v.leafAPI
 	}
 	v.http, err = status.OpenServer(sc, state, reg, status.NewStatsAsker(v.dataConn, v.log))
 	if err == nil && v.leafAPI != nil {
-		v.log.Info("serving Leaf's HTTP API (LEAF_HTTP_LEAF_API)", "segment", "http://"+v.http.Addr()+leafSegmentPath+"<tag>", "snowflake", "http://"+v.http.Addr()+leafSnowflakePath+"<key>")
+		v.log.Info("serving Leaf's HTTP API (LEAF_HTTP_LEAF_API)", "segment", "http://"+v.http.Addr()+leafcompat.SegmentPath+"<tag>", "snowflake", "http://"+v.http.Addr()+leafcompat.SnowflakePath+"<key>")
 	}
 	return err
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,11 +16,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/leaftest"
 	"github.com/leaf-nats/leaf/internal/natstest"
-	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/leafcompat"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -91,7 +93,7 @@ func TestLeafAPI(t *testing.T) {
 			}
 			continue
 		}
-		var e springError
+		var e leafcompat.SpringError
 		if status != tc.want.status || ctype != tc.want.ctype || json.Unmarshal([]byte(body), &e) != nil ||
 			e.Status != tc.want.status || e.Error != http.StatusText(tc.want.status) || e.Message != tc.want.body ||
 			e.Exception != tc.want.exclass || e.Path != tc.path || e.Timestamp < time.Now().Add(-time.Minute).UnixMilli() {
@@ -230,133 +232,88 @@ func TestLeafAPIOff(t *testing.T) {
 	}
 }
 
-// blockingSource hands out IDs only when release is closed.
-type blockingSource struct {
-	entered chan struct{}
-	release chan struct{}
-	next    int64
-	mu      sync.Mutex
-}
+// TestTagsImport imports a Leaf deployment's table into each store, next
+// to a running vendor, and takes IDs of every tag: each continues at
+// Leaf's max_id, above every ID of every segment Leaf took.
+func TestTagsImport(t *testing.T) {
+	for _, store := range []string{"jetstream-kv", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			dsn := ""
+			if store == "postgres" {
+				dsn = pgtest.DSN(t)
+			}
+			s := natstest.Server(t)
+			nc := natstest.Conn(t, s)
+			t.Setenv("LEAF_NATS_URL", s.ClientURL())
+			t.Setenv("LEAF_POSTGRES_URL", dsn)
+			t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+			startVendor(t, nil)
+			t.Setenv("LEAF_HTTP_ADDR", "")
 
-var _ vending.Snowflake = (*blockingSource)(nil)
+			rows := leaftest.Deployment()
+			// One tag made here by mistake below Leaf's max_id, one above.
+			if code, out := command(t, "tags", "add", "order", "-start", "5"); code != 0 {
+				t.Fatal(out)
+			}
+			if code, out := command(t, "tags", "add", "pay-serial", "-start", "1000000000000"); code != 0 {
+				t.Fatal(out)
+			}
+			dir := t.TempDir()
+			tsv, csvFile, bad := filepath.Join(dir, "leaf_alloc.tsv"), filepath.Join(dir, "leaf_alloc.csv"), filepath.Join(dir, "bad.tsv")
+			os.WriteFile(tsv, []byte(leaftest.MySQLBatch(rows)), 0o644)
+			os.WriteFile(csvFile, []byte(leaftest.CSV(rows)), 0o644)
+			os.WriteFile(bad, []byte(leaftest.MySQLBatch(rows)+"bad tag\t1\t1\tx\n"), 0o644)
+			_, before := command(t, "tags", "list")
 
-func (b *blockingSource) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
-	b.entered <- struct{}{}
-	<-b.release
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.next++
-	return append(dst, ids.Range{First: b.next, Count: 1}), nil
-}
+			code, out := command(t, "tags", "import", "-dry-run", tsv)
+			t.Logf("vendor tags import -dry-run:\n%s", out)
+			if code != 0 || !strings.Contains(out, "dry run: would create 4, raise 1, keep 1; nothing written") {
+				t.Fatalf("dry run: exit %d:\n%s", code, out)
+			}
+			if code, out := command(t, "tags", "import", bad); code != 1 || !strings.Contains(out, "line 8: segment: invalid tag") {
+				t.Fatalf("bad file: exit %d:\n%s", code, out)
+			}
+			if _, after := command(t, "tags", "list"); after != before {
+				t.Fatalf("the dry run or the bad file wrote:\n%s\nthen:\n%s", before, after)
+			}
 
-type noSegments struct{}
+			code, out = command(t, "tags", "import", tsv)
+			t.Logf("vendor tags import:\n%s", out)
+			if code != 0 || !strings.Contains(out, "imported: created 4, raised 1, kept 1") {
+				t.Fatalf("import: exit %d:\n%s", code, out)
+			}
+			_, listed := command(t, "tags", "list")
+			for _, f := range []string{tsv, csvFile} {
+				if code, out := command(t, "tags", "import", f); code != 0 || !strings.Contains(out, "nothing to change") {
+					t.Fatalf("import again from %s: exit %d:\n%s", f, code, out)
+				}
+			}
+			if _, again := command(t, "tags", "list"); again != listed {
+				t.Fatalf("a second import changed the store:\n%s\nthen:\n%s", listed, again)
+			}
+			if !strings.Contains(listed, "优惠券") || !strings.Contains(listed, `编码 C:\codes`) {
+				t.Errorf("description not carried over as Leaf had it:\n%s", listed)
+			}
 
-func (noSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
-	return dst, false, segment.ErrUnknownTag
-}
-
-func (noSegments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
-	return dst, segment.ErrUnknownTag
-}
-
-type nopObserver struct{}
-
-func (nopObserver) Observe(string, string, int, int, time.Duration) {}
-func (nopObserver) Dropped(string, string)                          {}
-
-// TestLeafAPIAdmission: with every slot taken and the queue full, a
-// request is refused at once with 503 and Retry-After; close refuses the
-// queued requests and lets those taking IDs finish.
-func TestLeafAPIAdmission(t *testing.T) {
-	src := &blockingSource{entered: make(chan struct{}), release: make(chan struct{})}
-	a := newLeafAPI(Config{HTTPLeafAPI: true}, src, noSegments{}, nopObserver{}, prometheus.NewRegistry())
-	a.wait = time.Hour // the queue stays full until close
-	slots, queue := leafAPISlots(), leafAPIQueue()
-	get := func() *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		a.ServeHTTP(rec, httptest.NewRequest("GET", "/api/snowflake/get/k", nil))
-		return rec
-	}
-	var wg sync.WaitGroup
-	held := make(chan *httptest.ResponseRecorder, slots)
-	for range slots {
-		wg.Go(func() { held <- get() })
-		<-src.entered // a slot is taken
-	}
-	queued := make(chan *httptest.ResponseRecorder, queue)
-	for range queue {
-		wg.Go(func() { queued <- get() })
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(a.queue) < cap(a.queue) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue holds %d of %d", len(a.queue), cap(a.queue))
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// Full: refused without waiting (a.wait is an hour).
-	rec := get()
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
-		!strings.Contains(rec.Body.String(), "too many HTTP requests at once") {
-		t.Fatalf("refused with %d %v %s", rec.Code, rec.Header(), rec.Body)
-	}
-	closed := make(chan struct{})
-	go func() { a.close(); close(closed) }()
-	for range queue {
-		if rec := <-queued; rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "shutting down") {
-			t.Fatalf("a queued request got %d %s at close, want 503", rec.Code, rec.Body)
-		}
-	}
-	select {
-	case <-closed:
-		t.Fatal("close returned while requests were taking IDs")
-	default:
-	}
-	close(src.release)
-	<-closed
-	wg.Wait()
-	for range slots {
-		if rec := <-held; rec.Code != 200 {
-			t.Fatalf("a request holding a slot got %d %s", rec.Code, rec.Body)
-		}
-	}
-	if rec := get(); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "shutting down") {
-		t.Fatalf("after close: %d %s", rec.Code, rec.Body)
-	}
-}
-
-func TestLeafRoute(t *testing.T) {
-	for _, tc := range []struct{ path, mode, key string }{
-		{"/api/segment/get/order", vending.ModeSegment, "order"},
-		{"/api/segment/get/order/", vending.ModeSegment, "order"},
-		{"/api/snowflake/get/k", vending.ModeSnowflake, "k"},
-		{"/api/segment/get/", "", ""},
-		{"/api/segment/get", "", ""},
-		{"/api/segment/get/a/b", "", ""},
-		{"/api/snowflake/get//", "", ""},
-		{"/api/cache", "", ""},
-	} {
-		mode, key, ok := leafRoute(tc.path)
-		if mode != tc.mode || key != tc.key || ok != (tc.mode != "") {
-			t.Errorf("leafRoute(%q) = %q %q %v, want %q %q", tc.path, mode, key, ok, tc.mode, tc.key)
-		}
-	}
-}
-
-func TestLeafResultID(t *testing.T) {
-	for _, tc := range []struct {
-		mode string
-		err  error
-		want int64
-	}{
-		{vending.ModeSegment, segment.ErrUnknownTag, -2},
-		{vending.ModeSegment, segment.ErrUnavailable, -3},
-		{vending.ModeSnowflake, snowflake.ErrClockBackwards, -3},
-		{vending.ModeSnowflake, snowflake.ErrNoLease, -1},
-		{vending.ModeSegment, segment.ErrStoreMoved, -1},
-	} {
-		if got := leafResultID(tc.mode, tc.err); got != tc.want {
-			t.Errorf("leafResultID(%s, %v) = %d, want %d", tc.mode, tc.err, got, tc.want)
-		}
+			var checked int
+			for _, r := range rows {
+				first := r.MaxID
+				if r.Tag == "pay-serial" {
+					first = 1_000_000_000_000
+				}
+				ids := slices.Concat(segmentIDs(t, nc, r.Tag, 1), segmentIDs(t, nc, r.Tag, 5000), segmentIDs(t, nc, r.Tag, 5000))
+				if ids[0] != first || ids[0] <= r.Highest {
+					t.Errorf("tag %s: first ID %d, want %d (Leaf's max_id %d, its highest ID %d)", r.Tag, ids[0], first, r.MaxID, r.Highest)
+				}
+				for i := 1; i < len(ids); i++ {
+					if ids[i] <= ids[i-1] {
+						t.Fatalf("tag %s: IDs not increasing: %d then %d", r.Tag, ids[i-1], ids[i])
+					}
+				}
+				checked += len(ids)
+				t.Logf("tag %-17s Leaf max_id %-8d highest Leaf ID %-8d first ID now %d", r.Tag, r.MaxID, r.Highest, ids[0])
+			}
+			t.Logf("%s: %d IDs of %d imported tags, every one above every ID Leaf's segments held", store, checked, len(rows))
+		})
 	}
 }

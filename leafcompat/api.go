@@ -1,4 +1,4 @@
-package main
+package leafcompat
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/leaf-nats/leaf/vending"
 )
 
-// leafAPI answers leaf-server's HTTP API (its LeafController) on
+// API answers leaf-server's HTTP API (its LeafController) on
 // LEAF_HTTP_ADDR when LEAF_HTTP_LEAF_API is true, so that Leaf's clients
 // move by changing their base URL:
 //
@@ -43,7 +43,7 @@ import (
 // than leafAPIQueueWait; any other request is answered 503 with Retry-After
 // at once, so that an HTTP flood gets fast errors instead of competing with
 // the NATS handlers for the CPU, the generator's lock and the store.
-type leafAPI struct {
+type API struct {
 	sf    vending.Snowflake
 	segs  vending.Segments
 	obs   vending.Observer
@@ -79,19 +79,16 @@ func leafAPIQueue() int { return 16 * leafAPISlots() }
 
 // Leaf's route prefixes.
 const (
-	leafSegmentPath   = "/api/segment/get/"
-	leafSnowflakePath = "/api/snowflake/get/"
+	SegmentPath   = "/api/segment/get/"
+	SnowflakePath = "/api/snowflake/get/"
 )
 
-// newLeafAPI returns the API when cfg enables it, else nil. It counts every
-// request in leaf_requests_total and its siblings through obs, as a NATS
-// request of one ID is counted, and by HTTP status in
-// leaf_http_api_requests_total.
-func newLeafAPI(cfg Config, sf vending.Snowflake, segs vending.Segments, obs vending.Observer, reg prometheus.Registerer) *leafAPI {
-	if !cfg.HTTPLeafAPI {
-		return nil
-	}
-	a := &leafAPI{
+// New returns the API, taking IDs from sf and segs. It counts every request
+// in leaf_requests_total and its siblings through obs, as a NATS request of
+// one ID is counted, and by HTTP status in leaf_http_api_requests_total
+// (registered with reg).
+func New(sf vending.Snowflake, segs vending.Segments, obs vending.Observer, reg prometheus.Registerer) *API {
+	a := &API{
 		sf:   sf,
 		segs: segs,
 		obs:  obs,
@@ -116,7 +113,7 @@ var (
 	errLeafAPIClosing = fmt.Errorf("%w: this vendor is shutting down; retry on another", vending.ErrUnavailable)
 )
 
-func (a *leafAPI) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+func (a *API) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	mode, key, ok := leafRoute(r.URL.Path)
 	if !ok {
@@ -162,9 +159,9 @@ func (a *leafAPI) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // /api/{mode}/get/{key}: one non-empty path segment, with or without a
 // trailing slash.
 func leafRoute(path string) (mode, key string, ok bool) {
-	if key, ok = strings.CutPrefix(path, leafSegmentPath); ok {
+	if key, ok = strings.CutPrefix(path, SegmentPath); ok {
 		mode = vending.ModeSegment
-	} else if key, ok = strings.CutPrefix(path, leafSnowflakePath); ok {
+	} else if key, ok = strings.CutPrefix(path, SnowflakePath); ok {
 		mode = vending.ModeSnowflake
 	} else {
 		return "", "", false
@@ -177,7 +174,7 @@ func leafRoute(path string) (mode, key string, ok bool) {
 }
 
 // take takes one ID in its turn.
-func (a *leafAPI) take(ctx context.Context, mode, key string) (int64, error) {
+func (a *API) take(ctx context.Context, mode, key string) (int64, error) {
 	if err := a.acquire(ctx); err != nil {
 		return 0, err
 	}
@@ -222,7 +219,7 @@ func (a *leafAPI) take(ctx context.Context, mode, key string) (int64, error) {
 
 // acquire waits for a slot, up to leafAPIQueueWait and ctx, if the queue
 // has room; it refuses every request once close has begun.
-func (a *leafAPI) acquire(ctx context.Context) error {
+func (a *API) acquire(ctx context.Context) error {
 	select {
 	case a.queue <- struct{}{}:
 	default:
@@ -257,15 +254,15 @@ func (a *leafAPI) acquire(ctx context.Context) error {
 	return err
 }
 
-func (a *leafAPI) release() {
+func (a *API) release() {
 	<-a.slots
 	<-a.queue
 	a.wg.Done()
 }
 
-// close refuses new requests and waits for those taking IDs: the vendor
-// releases its worker ID only after.
-func (a *leafAPI) close() {
+// Close refuses new requests and waits for those taking IDs (each bounded
+// by its time-out): the vendor releases its worker ID only after.
+func (a *API) Close(context.Context) error {
 	a.mu.Lock()
 	if !a.closing {
 		a.closing = true
@@ -273,6 +270,7 @@ func (a *leafAPI) close() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+	return nil
 }
 
 // leafResultID is the Result id Leaf gives for a failure like err: -2 for
@@ -291,9 +289,9 @@ func leafResultID(mode string, err error) int64 {
 	return -1
 }
 
-// springError is the JSON body Spring Boot 1.5, which leaf-server runs on,
+// SpringError is the JSON body Spring Boot 1.5, which leaf-server runs on,
 // gives a failed request (DefaultErrorAttributes), in its field order.
-type springError struct {
+type SpringError struct {
 	Timestamp int64  `json:"timestamp"`
 	Status    int    `json:"status"`
 	Error     string `json:"error"`
@@ -304,7 +302,7 @@ type springError struct {
 
 // writeError answers status with Spring's body. message defaults to the
 // sentence why, which also goes in the header Leaf-Error, on one line.
-func (a *leafAPI) writeError(rw http.ResponseWriter, r *http.Request, status int, exception, message, why string) {
+func (a *API) writeError(rw http.ResponseWriter, r *http.Request, status int, exception, message, why string) {
 	why = strings.Map(func(c rune) rune {
 		if c < ' ' || c == 0x7f {
 			return ' '
@@ -314,7 +312,7 @@ func (a *leafAPI) writeError(rw http.ResponseWriter, r *http.Request, status int
 	if message == "" {
 		message = why
 	}
-	body, _ := json.Marshal(springError{
+	body, _ := json.Marshal(SpringError{
 		Timestamp: a.now().UnixMilli(),
 		Status:    status,
 		Error:     http.StatusText(status),
