@@ -15,10 +15,10 @@ import (
 // the store directory. It returns every error on the way.
 func (v *vendor) Close(ctx context.Context) error {
 	var errs []error
-	if v.segs != nil && v.segs.strict != nil {
+	if v.strict != nil {
 		// First, so that the other vendors lead this one's strict tags
 		// at once; its requests in flight go to them meanwhile.
-		if err := v.segs.strict.Close(ctx); err != nil {
+		if err := v.strict.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop leading strict tags: %w", err))
 		}
 	}
@@ -52,8 +52,11 @@ func (v *vendor) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if v.segs != nil {
-		v.segs.Close()
+	if v.alloc != nil {
+		v.alloc.Close()
+	}
+	if v.closeStore != nil {
+		v.closeStore()
 	}
 	if v.http != nil {
 		if err := v.http.Close(ctx); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
+	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -52,19 +53,23 @@ type vendor struct {
 	cfg Config
 	log *slog.Logger
 
-	lock      *natsserver.StoreLock // embedded server's store directory
-	srv       *server.Server        // embedded server; nil with LEAF_NATS_URL
-	newStore  bool                  // the embedded server's store was created empty by this process
-	dataConn  *nats.Conn            // leases and stores; up until the lease is released
-	svcConn   *nats.Conn            // the service's and the vendors' exchange; drained at Close
-	svcClosed <-chan struct{}
-	stopClock func()
-	guard     *cluster.Guard
-	segs      *segments
-	keeper    *workerid.Keeper
-	svc       *vending.Service
-	leafAPI   *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
-	http      *status.Server  // nil unless LEAF_HTTP_ADDR
+	lock       *natsserver.StoreLock // embedded server's store directory
+	srv        *server.Server        // embedded server; nil with LEAF_NATS_URL
+	newStore   bool                  // the embedded server's store was created empty by this process
+	dataConn   *nats.Conn            // leases and stores; up until the lease is released
+	svcConn    *nats.Conn            // the service's and the vendors' exchange; drained at Close
+	svcClosed  <-chan struct{}
+	stopClock  func()
+	guard      *cluster.Guard
+	store      segment.AdminStore
+	closeStore func()
+	alloc      *segment.Allocator
+	strict     *strictTags
+	segs       *strict.Segments // what the service serves: alloc, strict tags through their leaders
+	keeper     *workerid.Keeper
+	svc        *vending.Service
+	leafAPI    *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
+	http       *status.Server  // nil unless LEAF_HTTP_ADDR
 }
 
 // openVendor opens a vendor's parts in order: store lock and embedded
@@ -90,21 +95,21 @@ func (v *vendor) open(ctx context.Context) error {
 		return err
 	}
 	v.stopClock = stopClock
-	contracts, store, closeStore, err := v.openStore(ctx, js)
+	contracts, err := v.openStore(ctx, js)
 	if err != nil {
 		return err
 	}
 	replies := vending.NewReplies(cfg.replyPrefixes(), []string{vending.RequestInbox(v.dataConn)})
-	if v.guard, err = cluster.Open(ctx, v.guardConfig(js, contracts, store, clock, replies)); err != nil {
-		closeStore()
+	if v.guard, err = cluster.Open(ctx, v.guardConfig(js, contracts, clock, replies)); err != nil {
 		return err
 	}
-	if v.segs, err = openSegments(ctx, cfg, log, store, closeStore, v.guard.SegmentsErr); err != nil {
+	if v.alloc, err = openAllocator(ctx, cfg, log, v.store); err != nil {
 		return err
 	}
-	if v.segs.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.segs.alloc, v.guard.SegmentsErr, v.forwarderConfig()); err != nil {
+	if v.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.alloc, v.guard.SegmentsErr, v.forwarderConfig()); err != nil {
 		return err
 	}
+	v.segs = strict.NewSegments(v.alloc, v.strict.Leaders, v.guard.SegmentsErr)
 	if v.keeper, err = workerid.Open(v.keeperConfig(clock)); err != nil {
 		return err
 	}
@@ -115,7 +120,7 @@ func (v *vendor) open(ctx context.Context) error {
 		return err
 	}
 	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
-		"worker_id", v.keeper.Status().ID, "segments", v.segs.kind)
+		"worker_id", v.keeper.Status().ID, "segments", cfg.storeKind())
 	return nil
 }
 
@@ -158,14 +163,14 @@ func (v *vendor) connect(ctx context.Context) (jetstream.JetStream, error) {
 // openStore opens the cluster contract's bucket and the segment store. A
 // KV store the contract names is not created again if it is gone: its tags
 // would start over and repeat IDs.
-func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Contracts, segment.AdminStore, func(), error) {
+func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Contracts, error) {
 	cfg := v.cfg
 	var contracts *kv.Contracts
 	if err := retryStartup(ctx, v.log, "open the cluster contract", func() (err error) {
 		contracts, err = kv.OpenContracts(ctx, js, cfg.KVReplicas)
 		return err
 	}); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	var recorded kv.Contract
 	if err := retryStartup(ctx, v.log, "read the cluster contract", func() (err error) {
@@ -175,26 +180,24 @@ func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Con
 		}
 		return err
 	}); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	create := cfg.storeKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
-	var st segment.AdminStore
-	var closeStore func()
 	if err := retryStartup(ctx, v.log, "open the segment store", func() (err error) {
-		st, closeStore, err = openStore(ctx, cfg, js, create)
+		v.store, v.closeStore, err = openStore(ctx, cfg, js, create)
 		return err
 	}); err != nil {
 		if !create && errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, nil, nil, cluster.StoreLost(recorded.Segments, err)
+			return nil, cluster.StoreLost(recorded.Segments, err)
 		}
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return contracts, st, closeStore, nil
+	return contracts, nil
 }
 
 // guardConfig configures the cluster guard: this vendor's terms, its claims'
 // settings, and where it finds the contract, its store and its peers.
-func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, store segment.AdminStore, clock snowflake.Clock, replies *vending.Replies) cluster.Config {
+func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, clock snowflake.Clock, replies *vending.Replies) cluster.Config {
 	cfg := v.cfg
 	static, _ := cfg.staticWorkerID()
 	return cluster.Config{
@@ -214,7 +217,7 @@ func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, st
 		MaxSkew:   cfg.ClockMaxSkew,
 		JS:        js,
 		Contracts: contracts,
-		Store:     store,
+		Store:     v.store,
 		Conn:      v.svcConn,
 		Prefix:    cfg.SubjectPrefix,
 		Replies:   replies,
@@ -235,7 +238,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 	build := readBuildInfo()
 	reg, obs := status.NewRegistry(status.Build(build))
 	state := status.NewState(status.Sources{
-		Instance: instanceName(), Keeper: v.keeper, Allocator: v.segs.alloc, Store: v.segs.store, StoreKind: v.segs.kind,
+		Instance: instanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.storeKind(),
 		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
 	})
 	reg.MustRegister(state.Collector())
@@ -284,7 +287,7 @@ func (v *vendor) metadata(build buildInfo) map[string]string {
 		"worker_ids":          cfg.WorkerIDRange,
 		"epoch":               strconv.FormatInt(cfg.Epoch, 10),
 		"snowflake_ends":      status.SnowflakeEnds(cfg.Epoch).Format(time.RFC3339),
-		"segment_store":       v.segs.kind,
+		"segment_store":       cfg.storeKind(),
 		vending.MetaRateLimit: strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,
 		// maybe another after a lost lease): the endpoints' stats carry
