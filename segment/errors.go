@@ -96,6 +96,9 @@ func ValidateRow(r Row) error {
 	if r.MaxID < 0 {
 		return fmt.Errorf("segment: tag %q: start %d is negative; IDs start at 1 or above", r.Tag, r.MaxID)
 	}
+	if r.MaxID > math.MaxInt64-r.Step {
+		return fmt.Errorf("segment: tag %q: start %d leaves no room for a segment of %d IDs below the largest ID (%d); start lower", r.Tag, r.MaxID, r.Step, int64(math.MaxInt64))
+	}
 	if len(r.Description) > MaxDescriptionLen {
 		return fmt.Errorf("segment: tag %q: the description is %d bytes; the limit is %d", r.Tag, len(r.Description), MaxDescriptionLen)
 	}

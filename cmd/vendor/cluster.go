@@ -63,96 +63,58 @@ environment names, as a vendor's would.
 
 // runCluster runs `vendor cluster ...`.
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, clusterUsage)
-		return 2
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, clusterUsage)
-		return 0
-	}
-	cfg, err := loadConfig()
-	if err != nil {
-		fmt.Fprintf(stderr, "vendor: %v\n(vendor -h lists the configuration)\n", err)
-		return 2
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = clusterCommand(ctx, cfg, args, stdout)
-	var usageErr usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &usageErr):
-		fmt.Fprintf(stderr, "vendor cluster: %v\n\n%s", err, clusterUsage)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "vendor cluster: %v\n", err)
-		return 1
+	return runGroup(ctx, "cluster", clusterUsage, clusterCommands, args, stdout, stderr)
+}
+
+// clusterCommands are the verbs of `vendor cluster`.
+var clusterCommands = []subcommand{
+	{name: "show", synopsis: "vendor cluster show", flags: func(*flag.FlagSet) runner { return clusterShow }},
+	{name: "move-segments", synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", flags: clusterMove},
+	{name: "set", synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", flags: clusterSetFlags},
+	{name: "set-lease-ttl", synopsis: "vendor cluster set-lease-ttl <duration>", flags: func(*flag.FlagSet) runner { return clusterLeaseTTL }},
+	{name: "workers", synopsis: "vendor cluster workers", flags: func(*flag.FlagSet) runner { return clusterWorkers }},
+	{name: "reset-worker", synopsis: "vendor cluster reset-worker <id> [-force]", flags: clusterResetWorker},
+}
+
+func clusterMove(fs *flag.FlagSet) runner {
+	from := fs.String("from", "", "the contract's store: kv, or the Postgres URL of the old database (default: kv when that is the contract's store)")
+	lost := fs.Bool("lost", false, "the contract's store is gone: record this environment's store, carrying nothing over")
+	why := fs.String("why", "", "what the change is for, kept in the contract's history")
+	return func(ctx context.Context, cfg Config, _ []string, w io.Writer) error {
+		return moveSegments(ctx, cfg, *from, *lost, *why, w)
 	}
 }
 
-func clusterCommand(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("vendor cluster "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stdout)
+func clusterSetFlags(fs *flag.FlagSet) runner {
+	epoch := fs.Int64("epoch", 0, "new snowflake epoch, Unix ms, earlier than the current one")
+	workerIDs := fs.String("worker-ids", "", "new worker-ID range, FIRST-LAST within 0-1023")
 	why := fs.String("why", "", "what the change is for, kept in the contract's history")
-	switch args[0] {
-	case "show":
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		return clusterShow(ctx, cfg, stdout)
-	case "move-segments":
-		from := fs.String("from", "", "the contract's store: kv, or the Postgres URL of the old database (default: kv when that is the contract's store)")
-		lost := fs.Bool("lost", false, "the contract's store is gone: record this environment's store, carrying nothing over")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		return moveSegments(ctx, cfg, *from, *lost, *why, stdout)
-	case "set":
-		epoch := fs.Int64("epoch", 0, "new snowflake epoch, Unix ms, earlier than the current one")
-		workerIDs := fs.String("worker-ids", "", "new worker-ID range, FIRST-LAST within 0-1023")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
+	return func(ctx context.Context, cfg Config, _ []string, w io.Writer) error {
 		if *epoch == 0 && *workerIDs == "" {
 			return usagef("set changes -epoch or -worker-ids; give one")
 		}
-		return clusterSet(ctx, cfg, *epoch, *workerIDs, *why, stdout)
-	case "set-lease-ttl":
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usagef("set-lease-ttl takes one duration, such as 30s")
-		}
-		ttl, err := time.ParseDuration(fs.Arg(0))
-		if err != nil || ttl < time.Second {
-			return usagef("lease TTL %q: want a duration of 1s or more, such as 30s", fs.Arg(0))
-		}
-		return setLeaseTTL(ctx, cfg, ttl, stdout)
-	case "workers":
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		return clusterWorkers(ctx, cfg, stdout)
-	case "reset-worker":
-		force := fs.Bool("force", false, "reset a last timestamp that is plausible too")
-		pos, err := parseInterspersed(fs, args[1:])
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 {
-			return usagef("reset-worker takes one worker ID")
-		}
-		return resetWorker(ctx, cfg, pos[0], *force, stdout)
+		return clusterSet(ctx, cfg, *epoch, *workerIDs, *why, w)
 	}
-	return usagef("unknown subcommand %q", args[0])
 }
 
-func clusterShow(ctx context.Context, cfg Config, w io.Writer) error {
+func clusterLeaseTTL(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+	ttl, err := time.ParseDuration(pos[0])
+	if err != nil || ttl < time.Second {
+		return usagef("lease TTL %q: want a duration of 1s or more, such as 30s", pos[0])
+	}
+	return setLeaseTTL(ctx, cfg, ttl, w)
+}
+
+func clusterResetWorker(fs *flag.FlagSet) runner {
+	force := fs.Bool("force", false, "reset a last timestamp that is plausible too")
+	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+		return resetWorker(ctx, cfg, pos[0], *force, w)
+	}
+}
+
+func clusterShow(ctx context.Context, cfg Config, _ []string, w io.Writer) error {
 	a, err := openAdmin(cfg, false)
 	if err != nil {
 		return err
@@ -345,28 +307,14 @@ func carryOver(ctx context.Context, a *admin, cfg Config, recorded, from string,
 	if name := storeName(src.storeKind(), info); name != recorded {
 		return 0, fmt.Errorf("-from names %s, but the contract's store is %s: give the store the vendors use now", name, recorded)
 	}
-	rows, err := old.Seal(ctx, toName)
-	if err != nil {
-		return 0, fmt.Errorf("stop the old store handing out segments: %w", err)
-	}
-	fmt.Fprintf(w, "%s hands out no more segments\n", recorded)
-	for _, r := range rows {
-		if err := to.Raise(ctx, r); err != nil {
-			if !r.Retired && errors.Is(err, segment.ErrInvalidStep) {
-				r.Step = min(max(r.Step, 1), maxTableStep)
-				err = to.Raise(ctx, r)
-			}
-			if err != nil {
-				return 0, fmt.Errorf("carry tag %q over (the move can be run again): %w", r.Tag, err)
-			}
-		}
+	fmt.Fprintf(w, "sealing %s: it hands out no more segments\n", recorded)
+	return segment.Move(ctx, old, to, toName, func(r segment.Row) {
 		state := "max_id"
 		if r.Retired {
 			state = "max_id of the deleted tag"
 		}
 		fmt.Fprintf(w, "  %s: %s %d\n", r.Tag, state, r.MaxID)
-	}
-	return len(rows), nil
+	})
 }
 
 // clusterSet changes the epoch or the worker-ID range.

@@ -385,7 +385,7 @@ func TestTagsCommands(t *testing.T) {
 		{[]string{"delete", "ledger"}, 0, `deleted tag "ledger"`},
 		{[]string{"list"}, 0, "no tags"},
 		{[]string{"frobnicate"}, 2, "unknown subcommand"},
-		{nil, 2, "add, list, set-step, delete or import?"},
+		{nil, 2, "which subcommand? add, list, set-step, set-mode, raise, delete or import"},
 		{[]string{"add", "-h"}, 0, "IDs per segment (the smallest step the dynamic step may use) (default 1000)"},
 	} {
 		code, out := tags(tc.args...)

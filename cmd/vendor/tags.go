@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,6 +18,7 @@ const tagsUsage = `Usage:
   vendor tags list
   vendor tags set-step <tag> <N>
   vendor tags set-mode <tag> <strict|normal>
+  vendor tags raise [<tag>] [-all] [-to N] [-by N]   every ID from now on at least N
   vendor tags delete <tag>
   vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows (import -h)
 
@@ -35,168 +34,175 @@ vendors answer. One vendor at a time leads the tag and serves it; the others
 pass its requests on. set-mode switches a tag either way without repeating an
 ID; running vendors follow within a minute (their next read of the tags), and
 the cluster-wide order holds for requests sent after that.
-`
 
-// maxTableStep bounds a tag's step: Leaf's dynamic-step cap.
-const maxTableStep = 1_000_000
+raise moves a tag (or every tag, -all) up so that every ID it hands out from
+now on is at least -to, or -by above the highest ID its row says it handed
+out; it never lowers one. It repairs a row that was written over, and a
+store restored with everything that recorded its marks (docs/operations.md).
+`
 
 // runTags manages business tags in the configured store.
 func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintf(stderr, "vendor tags: add, list, set-step, delete or import?\n\n%s", tagsUsage)
-		return 2
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, tagsUsage)
-		return 0
-	}
-	cfg, err := loadConfig()
-	if err != nil {
-		fmt.Fprintf(stderr, "vendor: %v\n(vendor -h lists the configuration)\n", err)
-		return 2
-	}
-	err = tagsCommand(ctx, cfg, args, stdout)
-	var usageErr usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &usageErr):
-		fmt.Fprintf(stderr, "vendor tags: %v\n\n%s", err, tagsUsage)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "vendor tags: %v\n", err)
-		return 1
-	}
+	return runGroup(ctx, "tags", tagsUsage, tagCommands, args, stdout, stderr)
 }
 
-type usageError struct{ msg string }
+// tagCommands are the verbs of `vendor tags`.
+var tagCommands = []subcommand{
+	{name: "add", synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]", flags: tagsAdd},
+	{name: "list", synopsis: "vendor tags list", flags: func(*flag.FlagSet) runner { return tagsList }},
+	{name: "set-step", synopsis: "vendor tags set-step <tag> <N>", positional: true, flags: func(*flag.FlagSet) runner { return tagsSetStep }},
+	{name: "set-mode", synopsis: "vendor tags set-mode <tag> <strict|normal>", flags: func(*flag.FlagSet) runner { return tagsSetMode }},
+	{name: "raise", synopsis: "vendor tags raise [<tag>] [-all] [-to N] [-by N]", flags: tagsRaise},
+	{name: "delete", synopsis: "vendor tags delete <tag>", flags: func(*flag.FlagSet) runner { return tagsDelete }},
+	{name: "import", synopsis: "vendor tags import [-dry-run] [-gap N] <file>", help: importUsage, flags: tagsImport},
+}
 
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
-
-func tagsCommand(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
-	if args[0] == "import" {
-		return tagsImport(ctx, cfg, args[1:], os.Stdin, stdout)
-	}
-	fs := flag.NewFlagSet("vendor tags "+args[0], flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")
-	start := fs.Int64("start", 1, "first ID of the tag")
-	desc := fs.String("description", "", "what the tag is for")
-	strict := fs.Bool("strict", false, "IDs increase across the whole cluster (one vendor at a time serves the tag)")
-	synopsis := map[string]string{
-		"add":      "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]",
-		"list":     "vendor tags list",
-		"set-step": "vendor tags set-step <tag> <N>",
-		"set-mode": "vendor tags set-mode <tag> <strict|normal>",
-		"delete":   "vendor tags delete <tag>",
-	}
-	use, ok := synopsis[args[0]]
-	if !ok {
-		return usagef("unknown subcommand %q", args[0])
-	}
-	var pos []string
-	var err error
-	if args[0] == "set-step" {
-		pos = args[1:] // no flags: the step may look like one (-5)
-		if len(pos) == 1 && (pos[0] == "-h" || pos[0] == "--help") {
-			fmt.Fprintf(stdout, "Usage: %s\n", use)
-			return flag.ErrHelp
-		}
-	} else if pos, err = parseInterspersed(fs, args[1:]); errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stdout, "Usage: %s\n", use)
-		if args[0] == "add" {
-			fmt.Fprintln(stdout, "\nFlags:")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-		}
-		return err
-	} else if err != nil {
-		return usagef("%v; usage: %s", err, use)
-	}
-	if want := strings.Count(use, "<"); len(pos) != want {
-		return usagef("%s takes %d argument(s), got %d; usage: %s", args[0], want, len(pos), use)
-	}
-	if len(pos) > 0 {
-		if err := segment.ValidateTag(pos[0]); err != nil {
+// tagStore opens the store of a subcommand on tag and runs f on it; a tag
+// it does not find is said in the store's words.
+func tagStore(ctx context.Context, cfg Config, tag string, create bool, f func(ctx context.Context, st segment.AdminStore, where string) error) error {
+	if tag != "" {
+		if err := segment.ValidateTag(tag); err != nil {
 			return usagef("%v", err)
 		}
 	}
-	if args[0] == "set-step" {
-		if *step, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
-			return usagef("step %q is not a whole number; usage: %s", pos[1], use)
-		}
-	}
-	if args[0] == "set-mode" {
-		switch pos[1] {
-		case "strict", "normal":
-			*strict = pos[1] == "strict"
-		default:
-			return usagef("mode %q: want strict or normal; usage: %s", pos[1], use)
-		}
-	}
-	if *step < 1 || *step > maxTableStep {
-		return usagef("step %d is out of range: use 1 to %d (1000 suits most tags)", *step, maxTableStep)
-	}
-	if *start < 1 {
-		return usagef("start %d: IDs are positive, want at least 1", *start)
-	}
-	if len(*desc) > segment.MaxDescriptionLen {
-		return usagef("description is %d bytes; at most %d", len(*desc), segment.MaxDescriptionLen)
-	}
-
-	st, where, closeStore, err := openTagStore(ctx, cfg, args[0] == "add")
+	st, where, closeStore, err := openTagStore(ctx, cfg, create)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	err = f(ctx, st, where)
+	if errors.Is(err, segment.ErrUnknownTag) {
+		return fmt.Errorf("tag %q not found in %s (vendor tags list shows the tags)", tag, where)
+	}
+	return err
+}
 
-	switch args[0] {
-	case "add":
-		err = st.Create(ctx, segment.Row{Tag: pos[0], MaxID: *start, Step: *step, Description: *desc, Strict: *strict})
-		if errors.Is(err, segment.ErrTagExists) {
-			return fmt.Errorf("tag %q already exists in %s (change its step with: vendor tags set-step %s N)", pos[0], where, pos[0])
+func checkStep(step int64) error {
+	if step < 1 || step > segment.DefaultMaxStep {
+		return usagef("step %d is out of range: use 1 to %d (1000 suits most tags)", step, segment.DefaultMaxStep)
+	}
+	return nil
+}
+
+func tagsAdd(fs *flag.FlagSet) runner {
+	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")
+	start := fs.Int64("start", 1, "first ID of the tag")
+	desc := fs.String("description", "", "what the tag is for")
+	strict := fs.Bool("strict", false, "IDs increase across the whole cluster (one vendor at a time serves the tag)")
+	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+		if err := checkStep(*step); err != nil {
+			return err
 		}
-		if err == nil {
+		tag := pos[0]
+		row := segment.Row{Tag: tag, MaxID: *start, Step: *step, Description: *desc, Strict: *strict}
+		if err := segment.ValidateRow(row); err != nil {
+			return usagef("%v", err)
+		}
+		return tagStore(ctx, cfg, tag, true, func(ctx context.Context, st segment.AdminStore, where string) error {
+			err := st.Create(ctx, row)
+			if errors.Is(err, segment.ErrTagExists) {
+				return fmt.Errorf("tag %q already exists in %s (change its step with: vendor tags set-step %s N)", tag, where, tag)
+			}
+			if err != nil {
+				return err
+			}
 			first := *start
 			if rows, lerr := st.List(ctx); lerr == nil {
 				for _, r := range rows {
-					if r.Tag == pos[0] {
+					if r.Tag == tag {
 						first = r.MaxID // above -start for a tag deleted before
 					}
 				}
 			}
-			fmt.Fprintf(stdout, "added %s tag %q (step %d, first ID %d) in %s\n", modeName(*strict), pos[0], *step, first, where)
-		}
-	case "list":
-		var rows []segment.Row
-		if rows, err = st.List(ctx); err == nil {
-			fmt.Fprintf(stdout, "tags in %s:\n", where)
-			printRows(stdout, rows)
-		}
-	case "set-step":
-		err = st.SetStep(ctx, pos[0], *step)
-		if err == nil {
-			fmt.Fprintf(stdout, "tag %q: step %d in %s (running vendors use it from their next segment)\n", pos[0], *step, where)
-		}
-	case "set-mode":
-		err = st.SetStrict(ctx, pos[0], *strict)
-		if err == nil {
-			fmt.Fprintf(stdout, "tag %q: %s in %s (running vendors follow within a minute, at their next read of the tags; no ID repeats meanwhile)\n", pos[0], modeName(*strict), where)
-		}
-	case "delete":
-		err = st.Delete(ctx, pos[0])
-		if err == nil {
-			fmt.Fprintf(stdout, "deleted tag %q from %s (vendors drop it within a minute; added again, it continues after its last ID)\n", pos[0], where)
-		}
+			fmt.Fprintf(w, "added %s tag %q (step %d, first ID %d) in %s\n", modeName(*strict), tag, *step, first, where)
+			return nil
+		})
 	}
-	if errors.Is(err, segment.ErrUnknownTag) {
-		return fmt.Errorf("tag %q not found in %s (vendor tags list shows the tags)", pos[0], where)
+}
+
+func tagsRaise(fs *flag.FlagSet) runner {
+	all := fs.Bool("all", false, "raise every tag")
+	to := fs.Int64("to", 0, "every ID handed out from now on is at least this")
+	by := fs.Int64("by", 0, "every ID handed out from now on is this far above the highest the tag's row says it handed out")
+	step := fs.Int64("step", 1000, "the step of a row written anew (one that was corrupt)")
+	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+		switch {
+		case (len(pos) == 1) == *all:
+			return usagef("raise takes a tag or -all")
+		case (*to > 0) == (*by > 0) || *to < 0 || *by < 0:
+			return usagef("raise takes -to N or -by N, N positive")
+		}
+		if err := checkStep(*step); err != nil {
+			return err
+		}
+		tag := ""
+		if !*all {
+			tag = pos[0]
+		}
+		return tagStore(ctx, cfg, tag, false, func(ctx context.Context, st segment.AdminStore, where string) error {
+			n, err := segment.RaiseAll(ctx, st, segment.Raising{Tag: tag, To: *to, By: *by, Step: *step}, func(r segment.Row, was int64) {
+				fmt.Fprintf(w, "tag %q: next ID %d -> %d\n", r.Tag, was, r.MaxID)
+			})
+			if err == nil {
+				fmt.Fprintf(w, "raised %d tag(s) in %s; running vendors serve what they hold in memory, then segments from there on\n", n, where)
+			}
+			return err
+		})
 	}
-	return err
+}
+
+func tagsList(ctx context.Context, cfg Config, _ []string, w io.Writer) error {
+	return tagStore(ctx, cfg, "", false, func(ctx context.Context, st segment.AdminStore, where string) error {
+		rows, err := st.List(ctx)
+		if rows != nil || err == nil {
+			fmt.Fprintf(w, "tags in %s:\n", where)
+			printRows(w, rows)
+		}
+		return err // the rows that could not be read (kv.ErrCorrupt), if any
+	})
+}
+
+func tagsSetStep(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+	step, err := strconv.ParseInt(pos[1], 10, 64)
+	if err != nil {
+		return usagef("step %q is not a whole number", pos[1])
+	}
+	if err := checkStep(step); err != nil {
+		return err
+	}
+	return tagStore(ctx, cfg, pos[0], false, func(ctx context.Context, st segment.AdminStore, where string) error {
+		if err := st.SetStep(ctx, pos[0], step); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "tag %q: step %d in %s (running vendors use it from their next segment)\n", pos[0], step, where)
+		return nil
+	})
+}
+
+func tagsSetMode(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+	if pos[1] != "strict" && pos[1] != "normal" {
+		return usagef("mode %q: want strict or normal", pos[1])
+	}
+	strict := pos[1] == "strict"
+	return tagStore(ctx, cfg, pos[0], false, func(ctx context.Context, st segment.AdminStore, where string) error {
+		if err := st.SetStrict(ctx, pos[0], strict); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "tag %q: %s in %s (running vendors follow within a minute, at their next read of the tags; no ID repeats meanwhile)\n", pos[0], modeName(strict), where)
+		return nil
+	})
+}
+
+func tagsDelete(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+	return tagStore(ctx, cfg, pos[0], false, func(ctx context.Context, st segment.AdminStore, where string) error {
+		if err := st.Delete(ctx, pos[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "deleted tag %q from %s (vendors drop it within a minute; added again, it continues after its last ID)\n", pos[0], where)
+		return nil
+	})
 }
 
 func modeName(strict bool) string {
@@ -204,22 +210,6 @@ func modeName(strict bool) string {
 		return "strict"
 	}
 	return "normal"
-}
-
-// parseInterspersed parses flags before, between and after positional
-// arguments, so that `tags add order -step 1000` works.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
 }
 
 func printRows(w io.Writer, rows []segment.Row) {

@@ -39,26 +39,22 @@ Flags:
 `
 
 // tagsImport is vendor tags import.
-func tagsImport(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout io.Writer) error {
-	fs := flag.NewFlagSet("vendor tags import", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dryRun := fs.Bool("dry-run", false, "")
-	gap := fs.Int64("gap", 0, "")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, importUsage)
-		return err
+func tagsImport(fs *flag.FlagSet) runner {
+	dryRun := fs.Bool("dry-run", false, "print the plan, write nothing")
+	gap := fs.Int64("gap", 0, "start each tag N IDs above Leaf's max_id")
+	return func(ctx context.Context, cfg Config, pos []string, stdout io.Writer) error {
+		if *gap < 0 {
+			return usagef("-gap %d: want 0 or more IDs", *gap)
+		}
+		return importLeaf(ctx, cfg, pos[0], *dryRun, *gap, stdout)
 	}
-	if err != nil {
-		return usagef("%v; usage: vendor tags import [-dry-run] [-gap N] <file>", err)
-	}
-	if len(pos) != 1 {
-		return usagef("import takes one file (- for standard input), got %d; usage: vendor tags import [-dry-run] [-gap N] <file>", len(pos))
-	}
-	if *gap < 0 {
-		return usagef("-gap %d: want 0 or more IDs", *gap)
-	}
-	in, name := stdin, "standard input"
+}
+
+// importLeaf imports the dump in file (- for standard input).
+func importLeaf(ctx context.Context, cfg Config, file string, dryRun bool, gapIDs int64, stdout io.Writer) error {
+	gap := &gapIDs
+	pos := []string{file}
+	in, name := io.Reader(os.Stdin), "standard input"
 	if pos[0] != "-" {
 		f, err := os.Open(pos[0])
 		if err != nil {
@@ -77,10 +73,10 @@ func tagsImport(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 		}
 	}
 
-	st, where, closeStore, err := openTagStore(ctx, cfg, !*dryRun)
+	st, where, closeStore, err := openTagStore(ctx, cfg, !dryRun)
 	var have []segment.Row
 	switch {
-	case *dryRun && (errors.Is(err, errNoStore) || errors.Is(err, jetstream.ErrBucketNotFound)):
+	case dryRun && (errors.Is(err, errNoStore) || errors.Is(err, jetstream.ErrBucketNotFound)):
 		where = "a store not made yet (the import makes it)"
 	case err != nil:
 		return err
@@ -105,7 +101,7 @@ func tagsImport(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 			raises++
 		}
 	}
-	if *dryRun {
+	if dryRun {
 		fmt.Fprintf(stdout, "dry run: would create %d, raise %d, keep %d; nothing written\n", creates, raises, len(plan)-creates-raises)
 		return nil
 	}

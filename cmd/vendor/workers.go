@@ -14,7 +14,7 @@ import (
 
 // clusterWorkers is `vendor cluster workers`: every worker ID the buckets
 // hold a record of, and the records that cannot be believed.
-func clusterWorkers(ctx context.Context, cfg Config, w io.Writer) error {
+func clusterWorkers(ctx context.Context, cfg Config, _ []string, w io.Writer) error {
 	a, err := openAdmin(cfg, false)
 	if err != nil {
 		return err
