@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -375,4 +376,20 @@ func (g *Guard) LeaseTTL() time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.core.ContractTTL()
+}
+
+// Snowflake serves src past the snowflake gate (vending.Snowflake): a
+// vendor that cannot be sure its IDs are its own answers 503.
+func (g *Guard) Snowflake(src vending.Snowflake) vending.Snowflake { return gatedSnowflake{src, g} }
+
+type gatedSnowflake struct {
+	vending.Snowflake
+	g *Guard
+}
+
+func (s gatedSnowflake) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
+	if err := s.g.SnowflakeErr(); err != nil {
+		return dst, err
+	}
+	return s.Snowflake.NextRanges(dst, n)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
 )
 
@@ -117,6 +118,20 @@ func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
 		return nil, fmt.Errorf("kv: lead %q: %w", tag, err)
 	}
 	return &Lead{tag: tag, rev: rev, ttl: ls.TTL(), value: v, kv: b, NotBefore: notBefore}, nil
+}
+
+// Take takes the lead of tag, as strict.Config.Lead: the lease, and when
+// its holder may serve at the earliest. Another vendor's lead is
+// strict.ErrLedElsewhere; any other failure is segment.ErrUnavailable.
+func (ls *Leaders) Take(ctx context.Context, tag string) (strict.Lease, time.Time, error) {
+	l, err := ls.Lead(ctx, tag)
+	switch {
+	case errors.Is(err, strict.ErrLedElsewhere):
+		return nil, time.Time{}, err
+	case err != nil:
+		return nil, time.Time{}, fmt.Errorf("%w: take the lead of %q: %w", segment.ErrUnavailable, tag, err)
+	}
+	return l, l.NotBefore, nil
 }
 
 // Holder returns who leads tag, "" when no one does.

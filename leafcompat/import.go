@@ -3,13 +3,16 @@ package leafcompat
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/leaf-nats/leaf/segment"
@@ -32,14 +35,55 @@ var leafColumns = []string{"biz_tag", "max_id", "step", "description"}
 // output or CSV, each with a header line naming the columns. It returns
 // every row, or an error naming every bad line.
 func ParseLeafAlloc(r io.Reader) ([]Row, error) {
-	data, err := io.ReadAll(r)
+	records, lines, err := readRecords(r)
 	if err != nil {
 		return nil, err
 	}
+	col := map[string]int{}
+	for i, name := range records[0] {
+		col[strings.ToLower(strings.Trim(strings.TrimSpace(name), "`\""))] = i
+	}
+	for _, name := range leafColumns[:3] {
+		if _, ok := col[name]; !ok {
+			return nil, fmt.Errorf("line %d: the header has no column %s; want a header line naming biz_tag, max_id, step and description (mysql -B prints it; do not use -N)",
+				lines[0], name)
+		}
+	}
+	var (
+		rows []Row
+		errs []error
+		seen = map[string]int{}
+	)
+	for i, rec := range records[1:] {
+		line := lines[i+1]
+		row, err := parseRow(rec, len(records[0]), col, line)
+		if err == nil {
+			if prev, dup := seen[row.Tag]; dup {
+				err = fmt.Errorf("tag %q again (first on line %d)", row.Tag, prev)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %w", line, err))
+			continue
+		}
+		seen[row.Tag] = line
+		rows = append(rows, row)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d bad row(s); nothing written:\n%w", len(errs), errors.Join(errs...))
+	}
+	return rows, nil
+}
+
+// readRecords reads mysql -B's tab-separated output or CSV into records
+// with their line numbers; the first is the header.
+func readRecords(r io.Reader) (records [][]string, lines []int, err error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a BOM from a spreadsheet
 	first, _, _ := bytes.Cut(data, []byte("\n"))
-	var records [][]string
-	var lines []int
 	if bytes.Contains(first, []byte("\t")) {
 		records, lines = readMySQLBatch(data)
 	} else {
@@ -52,80 +96,51 @@ func ParseLeafAlloc(r io.Reader) ([]Row, error) {
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("not CSV: %w (give mysql -B's tab-separated output, or CSV)", err)
+				return nil, nil, fmt.Errorf("not CSV: %w (give mysql -B's tab-separated output, or CSV)", err)
 			}
 			line, _ := cr.FieldPos(0)
 			records, lines = append(records, rec), append(lines, line)
 		}
 	}
 	if len(records) == 0 {
-		return nil, errors.New("the file is empty: want a header line (biz_tag, max_id, step, description) and Leaf's rows")
+		return nil, nil, errors.New("the file is empty: want a header line (biz_tag, max_id, step, description) and Leaf's rows")
 	}
-	col := map[string]int{}
-	for i, name := range records[0] {
-		col[strings.ToLower(strings.Trim(strings.TrimSpace(name), "`\""))] = i
+	return records, lines, nil
+}
+
+// parseRow reads one record of fields fields (the header's count), whose
+// columns col names, checking each value.
+func parseRow(rec []string, fields int, col map[string]int, line int) (Row, error) {
+	if len(rec) != fields {
+		return Row{}, fmt.Errorf("%d fields, the header has %d", len(rec), fields)
 	}
-	for _, name := range leafColumns[:3] {
-		if _, ok := col[name]; !ok {
-			return nil, fmt.Errorf("line %d: the header has no column %s; want a header line naming biz_tag, max_id, step and description (mysql -B prints it; do not use -N)",
-				lines[0], name)
+	row := Row{Line: line, Tag: rec[col["biz_tag"]]}
+	if err := segment.ValidateTag(row.Tag); err != nil {
+		return Row{}, err
+	}
+	var err error
+	if row.MaxID, err = strconv.ParseInt(strings.TrimSpace(rec[col["max_id"]]), 10, 64); err != nil || row.MaxID < 0 {
+		return Row{}, fmt.Errorf("tag %q: max_id %q is not a whole number from 0", row.Tag, rec[col["max_id"]])
+	}
+	if row.Step, err = strconv.ParseInt(strings.TrimSpace(rec[col["step"]]), 10, 64); err != nil || row.Step < 1 {
+		return Row{}, fmt.Errorf("tag %q: step %q is not a whole number from 1", row.Tag, rec[col["step"]])
+	}
+	if row.Step > segment.DefaultMaxStep {
+		row.Notes = append(row.Notes, fmt.Sprintf("step %d capped at %d", row.Step, segment.DefaultMaxStep))
+		row.Step = segment.DefaultMaxStep
+	}
+	if i, ok := col["description"]; ok {
+		row.Desc = rec[i]
+		if row.Desc == "NULL" {
+			row.Desc = "" // mysql -B's NULL
+		}
+		if len(row.Desc) > segment.MaxDescriptionLen {
+			// MySQL's varchar(256) counts characters, ours bytes.
+			row.Desc = truncateUTF8(row.Desc, segment.MaxDescriptionLen)
+			row.Notes = append(row.Notes, fmt.Sprintf("description cut to %d bytes", segment.MaxDescriptionLen))
 		}
 	}
-	descCol, hasDesc := col["description"]
-	var (
-		rows []Row
-		errs []error
-		seen = map[string]int{}
-	)
-	bad := func(line int, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("line %d: "+format, append([]any{line}, a...)...))
-	}
-	for i, rec := range records[1:] {
-		line := lines[i+1]
-		if len(rec) != len(records[0]) {
-			bad(line, "%d fields, the header has %d", len(rec), len(records[0]))
-			continue
-		}
-		row := Row{Line: line, Tag: rec[col["biz_tag"]]}
-		if err := segment.ValidateTag(row.Tag); err != nil {
-			bad(line, "%v", err)
-			continue
-		}
-		if prev, dup := seen[row.Tag]; dup {
-			bad(line, "tag %q again (first on line %d)", row.Tag, prev)
-			continue
-		}
-		seen[row.Tag] = line
-		var err error
-		if row.MaxID, err = strconv.ParseInt(strings.TrimSpace(rec[col["max_id"]]), 10, 64); err != nil || row.MaxID < 0 {
-			bad(line, "tag %q: max_id %q is not a whole number from 0", row.Tag, rec[col["max_id"]])
-			continue
-		}
-		if row.Step, err = strconv.ParseInt(strings.TrimSpace(rec[col["step"]]), 10, 64); err != nil || row.Step < 1 {
-			bad(line, "tag %q: step %q is not a whole number from 1", row.Tag, rec[col["step"]])
-			continue
-		}
-		if row.Step > segment.DefaultMaxStep {
-			row.Notes = append(row.Notes, fmt.Sprintf("step %d capped at %d", row.Step, segment.DefaultMaxStep))
-			row.Step = segment.DefaultMaxStep
-		}
-		if hasDesc {
-			row.Desc = rec[descCol]
-			if row.Desc == "NULL" {
-				row.Desc = "" // mysql -B's NULL
-			}
-			if len(row.Desc) > segment.MaxDescriptionLen {
-				// MySQL's varchar(256) counts characters, ours bytes.
-				row.Desc = truncateUTF8(row.Desc, segment.MaxDescriptionLen)
-				row.Notes = append(row.Notes, fmt.Sprintf("description cut to %d bytes", segment.MaxDescriptionLen))
-			}
-		}
-		rows = append(rows, row)
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d bad row(s); nothing written:\n%w", len(errs), errors.Join(errs...))
-	}
-	return rows, nil
+	return row, nil
 }
 
 // readMySQLBatch splits mysql -B output into records with their line
@@ -240,4 +255,85 @@ func PrintPlan(w io.Writer, plan []Step, gap int64) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Line, s.Action, s.Tag, s.MaxID, s.NextID, step, strings.Join(note, "; "))
 	}
 	tw.Flush()
+}
+
+// CheckGap refuses rows whose max_id plus gap leaves no room for IDs.
+func CheckGap(rows []Row, gap int64) error {
+	for _, r := range rows {
+		if r.MaxID > math.MaxInt64/2-gap {
+			return fmt.Errorf("line %d: tag %q: max_id %d plus -gap %d leaves no room for IDs", r.Line, r.Tag, r.MaxID, gap)
+		}
+	}
+	return nil
+}
+
+// Importing is an import of Leaf's rows.
+type Importing struct {
+	Rows   []Row
+	From   string // where the rows come from, for people
+	Gap    int64  // IDs above Leaf's max_id
+	DryRun bool   // print the plan, write nothing
+}
+
+// Store is what an import writes to (segment.AdminStore).
+type Store interface {
+	List(ctx context.Context) ([]segment.Row, error)
+	Raise(ctx context.Context, r segment.Row) error
+}
+
+// Import plans im against st (nil: a store not made yet, for a dry run),
+// prints the plan to w and, unless a dry run, carries it out: each tag is
+// created, or raised so that its next ID is at least Leaf's max_id plus
+// the gap. where names st for people.
+func Import(ctx context.Context, im Importing, st Store, where string, w io.Writer) error {
+	var have []segment.Row
+	if st != nil {
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var err error
+		have, err = st.List(lctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("list the tags in %s: %w", where, err)
+		}
+	}
+	plan := PlanImport(im.Rows, have, im.Gap)
+	fmt.Fprintf(w, "%d row(s) of Leaf's leaf_alloc from %s, into %s:\n", len(im.Rows), im.From, where)
+	PrintPlan(w, plan, im.Gap)
+	creates, raises := 0, 0
+	for _, s := range plan {
+		creates += b2i(s.Action == "create")
+		raises += b2i(s.Action == "raise")
+	}
+	keeps := len(plan) - creates - raises
+	if im.DryRun {
+		fmt.Fprintf(w, "dry run: would create %d, raise %d, keep %d; nothing written\n", creates, raises, keeps)
+		return nil
+	}
+	for _, s := range plan {
+		if s.Action == "keep" {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := st.Raise(wctx, segment.Row{Tag: s.Tag, MaxID: s.NextID, Step: s.Step, Description: s.Desc})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("tag %q (line %d): %w (the tags before it are imported; run the import again to finish, it skips them)", s.Tag, s.Line, err)
+		}
+	}
+	if raises > 0 {
+		fmt.Fprintln(w, "note: a running vendor that served a raised tag before the import may still hold up to two segments of it from below Leaf's max_id; restart such vendors before Leaf's clients take that tag from them")
+	}
+	if creates+raises == 0 {
+		fmt.Fprintln(w, "nothing to change: every tag is at or above Leaf's max_id")
+		return nil
+	}
+	fmt.Fprintf(w, "imported: created %d, raised %d, kept %d; vendors serve new tags at their first request and every tag within a minute\n", creates, raises, keeps)
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

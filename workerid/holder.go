@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leaf-nats/leaf/snowflake"
@@ -42,6 +44,18 @@ func (r Range) Size() int { return r.Last - r.First + 1 }
 func (r Range) Contains(id int) bool { return r.First <= id && id <= r.Last }
 
 func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+
+// ParseRange reads "first-last", such as 0-511, a range within AllIDs.
+func ParseRange(s string) (Range, error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
+	first, ferr := strconv.Atoi(strings.TrimSpace(a))
+	last, lerr := strconv.Atoi(strings.TrimSpace(b))
+	r := Range{First: first, Last: last}
+	if !ok || ferr != nil || lerr != nil || r.Check() != nil {
+		return Range{First: 0, Last: -1}, fmt.Errorf("%q: want first-last within %s, such as 0-511", s, AllIDs)
+	}
+	return r, nil
+}
 
 // Check returns an error unless r is a non-empty range within AllIDs.
 func (r Range) Check() error {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/leaf-nats/leaf/admin"
 )
 
 // subcommand is one verb of a command group (vendor tags, vendor cluster).
@@ -69,7 +71,7 @@ func runGroup(ctx context.Context, group, usage string, subs []subcommand, args 
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &usageErr):
+	case errors.As(err, &usageErr), errors.Is(err, admin.ErrUsage):
 		fmt.Fprintf(stderr, "vendor %s: %v\nusage: %s\n", group, err, sub.synopsis)
 		return 2
 	default:

@@ -16,6 +16,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/pgstore"
@@ -100,67 +101,45 @@ func kindOf(typeName string) string {
 // validate checks everything that can be checked before connecting.
 func (c Config) validate() error {
 	var errs []error
+	bad := func(cond bool, format string, a ...any) {
+		if cond {
+			errs = append(errs, fmt.Errorf(format, a...))
+		}
+	}
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	ids, err := c.workerIDRange()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if id, err := c.staticWorkerID(); err != nil {
-		errs = append(errs, err)
-	} else if id >= 0 && ids.Check() == nil && !ids.Contains(id) {
-		errs = append(errs, fmt.Errorf("LEAF_WORKER_ID %d is outside LEAF_WORKER_ID_RANGE %s: pin an ID of the range", id, c.WorkerIDRange))
-	}
-	if c.ClockMaxSkew < 0 || c.ClockMaxSkew > time.Minute {
-		errs = append(errs, fmt.Errorf("LEAF_CLOCK_MAX_SKEW %v: want 0..1m (0: no check)", c.ClockMaxSkew))
-	}
-	if c.NATSURL == "" {
-		if _, _, err := net.SplitHostPort(c.NATSListen); err != nil {
-			errs = append(errs, fmt.Errorf("LEAF_NATS_LISTEN %q: want host:port", c.NATSListen))
-		}
-	}
-	if c.MaxBatch < 1 || c.MaxBatch > 1_000_000 {
-		errs = append(errs, fmt.Errorf("LEAF_MAX_BATCH %d: want 1..1000000", c.MaxBatch))
-	}
-	if c.MaxRangeBatch < c.MaxBatch || c.MaxRangeBatch > 1<<40 {
-		errs = append(errs, fmt.Errorf("LEAF_MAX_RANGE_BATCH %d: want LEAF_MAX_BATCH (%d) to 2^40", c.MaxRangeBatch, c.MaxBatch))
-	}
-	if c.WorkerLeaseTTL < time.Second {
-		errs = append(errs, fmt.Errorf("LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL))
-	}
-	if c.StrictLeaseTTL < time.Second || c.StrictLeaseTTL > 5*time.Minute {
-		errs = append(errs, fmt.Errorf("LEAF_STRICT_LEASE_TTL %v: want 1s..5m", c.StrictLeaseTTL))
-	}
-	if c.SegmentRateLimit < 0 || c.SegmentRateLimit > 1e15 {
-		errs = append(errs, fmt.Errorf("LEAF_SEGMENT_RATE_LIMIT %g: want 0 (no limit) to 1e15 IDs a second", c.SegmentRateLimit))
-	}
-	if c.SegmentMaxStep < 1 {
-		errs = append(errs, fmt.Errorf("LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep))
-	}
-	if c.KVReplicas < 1 || c.KVReplicas > 5 {
-		errs = append(errs, fmt.Errorf("LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas))
-	}
-	if c.PostgresURL != "" {
-		if err := pgstore.CheckURL(c.PostgresURL); err != nil {
-			errs = append(errs, fmt.Errorf("LEAF_POSTGRES_URL: %w", err))
-		}
-	}
-	if c.Epoch <= 0 || c.Epoch > time.Now().UnixMilli() {
-		errs = append(errs, fmt.Errorf("LEAF_EPOCH %d: want Unix milliseconds after 1970 and in the past, such as %d (the default, Leaf's)", c.Epoch, snowflake.DefaultEpoch))
-	}
-	if c.ClockTolerance < 0 || c.ClockTolerance > time.Second {
-		errs = append(errs, fmt.Errorf("LEAF_CLOCK_TOLERANCE %v: want 0..1s", c.ClockTolerance))
-	}
-	if c.HTTPMaxConns < 1 {
-		errs = append(errs, fmt.Errorf("LEAF_HTTP_MAX_CONNS %d: want at least 1", c.HTTPMaxConns))
-	}
-	if c.HTTPLeafAPI && c.HTTPAddr == "" {
-		errs = append(errs, errors.New("LEAF_HTTP_LEAF_API=true serves Leaf's API on LEAF_HTTP_ADDR, which is empty: set LEAF_HTTP_ADDR (such as 0.0.0.0:8080, Leaf's port)"))
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		errs = append(errs, fmt.Errorf("LEAF_LOG_FORMAT %q: want text or json", c.LogFormat))
-	}
+	add(err)
+	id, err := c.staticWorkerID()
+	add(err)
+	bad(err == nil && id >= 0 && ids.Check() == nil && !ids.Contains(id), "LEAF_WORKER_ID %d is outside LEAF_WORKER_ID_RANGE %s: pin an ID of the range", id, c.WorkerIDRange)
+	bad(c.ClockMaxSkew < 0 || c.ClockMaxSkew > time.Minute, "LEAF_CLOCK_MAX_SKEW %v: want 0..1m (0: no check)", c.ClockMaxSkew)
+	bad(c.WorkerLeaseTTL < time.Second, "LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL)
+	bad(c.StrictLeaseTTL < time.Second || c.StrictLeaseTTL > 5*time.Minute, "LEAF_STRICT_LEASE_TTL %v: want 1s..5m", c.StrictLeaseTTL)
+	bad(c.Epoch <= 0 || c.Epoch > time.Now().UnixMilli(), "LEAF_EPOCH %d: want Unix milliseconds after 1970 and in the past, such as %d (the default, Leaf's)", c.Epoch, snowflake.DefaultEpoch)
+	bad(c.ClockTolerance < 0 || c.ClockTolerance > time.Second, "LEAF_CLOCK_TOLERANCE %v: want 0..1s", c.ClockTolerance)
+	bad(c.MaxBatch < 1 || c.MaxBatch > 1_000_000, "LEAF_MAX_BATCH %d: want 1..1000000", c.MaxBatch)
+	bad(c.MaxRangeBatch < c.MaxBatch || c.MaxRangeBatch > 1<<40, "LEAF_MAX_RANGE_BATCH %d: want LEAF_MAX_BATCH (%d) to 2^40", c.MaxRangeBatch, c.MaxBatch)
+	bad(c.SegmentRateLimit < 0 || c.SegmentRateLimit > 1e15, "LEAF_SEGMENT_RATE_LIMIT %g: want 0 (no limit) to 1e15 IDs a second", c.SegmentRateLimit)
+	bad(c.SegmentMaxStep < 1, "LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep)
+	bad(c.KVReplicas < 1 || c.KVReplicas > 5, "LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas)
+	bad(c.HTTPMaxConns < 1, "LEAF_HTTP_MAX_CONNS %d: want at least 1", c.HTTPMaxConns)
+	bad(c.HTTPLeafAPI && c.HTTPAddr == "", "LEAF_HTTP_LEAF_API=true serves Leaf's API on LEAF_HTTP_ADDR, which is empty: set LEAF_HTTP_ADDR (such as 10.0.0.5:8080, an address your proxy reaches)")
+	bad(c.LogFormat != "text" && c.LogFormat != "json", "LEAF_LOG_FORMAT %q: want text or json", c.LogFormat)
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		errs = append(errs, fmt.Errorf("LEAF_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel))
+	bad(lvl.UnmarshalText([]byte(c.LogLevel)) != nil, "LEAF_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
+	errs = append(errs, c.validateNATS()...)
+	return errors.Join(errs...)
+}
+
+// validateNATS checks the settings of NATS and the stores.
+func (c Config) validateNATS() []error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.NATSListen); c.NATSURL == "" && err != nil {
+		errs = append(errs, fmt.Errorf("LEAF_NATS_LISTEN %q: want host:port", c.NATSListen))
 	}
 	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
 		errs = append(errs, errors.New("LEAF_NATS_TLS_CERT and LEAF_NATS_TLS_KEY go together"))
@@ -173,7 +152,12 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("LEAF_REPLY_PREFIXES: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	if c.PostgresURL != "" {
+		if err := pgstore.CheckURL(c.PostgresURL); err != nil {
+			errs = append(errs, fmt.Errorf("LEAF_POSTGRES_URL: %w", err))
+		}
+	}
+	return errs
 }
 
 // replyPrefixes splits LEAF_REPLY_PREFIXES.
@@ -211,14 +195,19 @@ func storeName(kind string, info segment.StoreInfo) string { return kind + ":" +
 
 // workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last".
 func (c Config) workerIDRange() (workerid.Range, error) {
-	a, b, ok := strings.Cut(strings.TrimSpace(c.WorkerIDRange), "-")
-	first, ferr := strconv.Atoi(strings.TrimSpace(a))
-	last, lerr := strconv.Atoi(strings.TrimSpace(b))
-	r := workerid.Range{First: first, Last: last}
-	if !ok || ferr != nil || lerr != nil || r.Check() != nil {
-		return workerid.Range{First: 0, Last: -1}, fmt.Errorf("LEAF_WORKER_ID_RANGE %q: want first-last within %s, such as 0-511", c.WorkerIDRange, workerid.AllIDs)
+	r, err := workerid.ParseRange(c.WorkerIDRange)
+	if err != nil {
+		return r, fmt.Errorf("LEAF_WORKER_ID_RANGE %w", err)
 	}
 	return r, nil
+}
+
+// env is the environment `vendor tags` and `vendor cluster` act in: what a
+// vendor with this configuration would use.
+func (c Config) env() (admin.Env, error) {
+	opts, err := c.natsOptions()
+	return admin.Env{NATSURL: c.NATSURL, StoreDir: c.NATSStoreDir, NATSOptions: opts, PostgresURL: c.PostgresURL,
+		KVReplicas: c.KVReplicas, Terms: c.terms(), LeaseTTL: c.WorkerLeaseTTL, MaxSkew: c.ClockMaxSkew, Self: instanceName()}, err
 }
 
 // staticWorkerID returns the pinned worker ID, or -1 when unset.

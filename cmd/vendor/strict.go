@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,7 +49,7 @@ func openStrict(ctx context.Context, cfg Config, log *slog.Logger, js jetstream.
 	}
 	sc := strict.Config{
 		Source:  alloc,
-		Lead:    leadWith(leaders),
+		Lead:    leaders.Take,
 		Forward: f.Forward,
 		Listen:  f.Listen,
 		Logger:  log,
@@ -64,18 +62,4 @@ func openStrict(ctx context.Context, cfg Config, log *slog.Logger, js jetstream.
 		return nil, errors.Join(err, f.Close(ctx))
 	}
 	return &strictTags{Leaders: ls, fwd: f}, nil
-}
-
-// leadWith takes leases in the leaders bucket, in package strict's terms.
-func leadWith(leaders *kv.Leaders) func(context.Context, string) (strict.Lease, time.Time, error) {
-	return func(ctx context.Context, tag string) (strict.Lease, time.Time, error) {
-		l, err := leaders.Lead(ctx, tag)
-		switch {
-		case errors.Is(err, strict.ErrLedElsewhere):
-			return nil, time.Time{}, err
-		case err != nil:
-			return nil, time.Time{}, fmt.Errorf("%w: take the lead of %q: %w", segment.ErrUnavailable, tag, err)
-		}
-		return l, l.NotBefore, nil
-	}
 }

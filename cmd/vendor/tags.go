@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -224,25 +225,12 @@ func printRows(w io.Writer, rows []segment.Row) {
 	}
 }
 
-// openTagStore opens the segment store a vendor with cfg would use,
-// checked against the cluster contract when a NATS is there to read it
-// from. Only add creates a store that does not exist yet.
+// openTagStore opens the segment store a vendor with cfg would use (see
+// admin.OpenTags).
 func openTagStore(ctx context.Context, cfg Config, create bool) (segment.AdminStore, string, func(), error) {
-	a, err := openAdmin(cfg, create && cfg.storeKind() == kindKV)
-	if errors.Is(err, errNoStore) && cfg.storeKind() == kindPostgres {
-		// No NATS to read a contract from: no vendor has run here. Say
-		// so, since nothing checked that this is the cluster's database.
-		st, closeStore, err := openStore(ctx, cfg, nil, false)
-		return st, "Postgres (not checked against a cluster contract: LEAF_NATS_URL is unset and " + cfg.NATSStoreDir +
-			" holds no vendor's store; set LEAF_NATS_URL as the vendors have it to check)", closeStore, err
-	}
+	env, err := cfg.env()
 	if err != nil {
 		return nil, "", nil, err
 	}
-	st, where, closeStore, err := a.store(ctx, cfg, create)
-	if err != nil {
-		a.Close()
-		return nil, "", nil, err
-	}
-	return st, where, func() { closeStore(); a.Close() }, nil
+	return admin.OpenTags(ctx, env, create, connectHint)
 }

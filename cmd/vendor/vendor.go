@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
@@ -184,7 +185,7 @@ func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Con
 	}
 	create := cfg.storeKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
 	if err := retryStartup(ctx, v.log, "open the segment store", func() (err error) {
-		v.store, v.closeStore, err = openStore(ctx, cfg, js, create)
+		v.store, v.closeStore, err = admin.OpenStore(ctx, cfg.PostgresURL, cfg.KVReplicas, js, create)
 		return err
 	}); err != nil {
 		if !create && errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -242,7 +243,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
 	})
 	reg.MustRegister(state.Collector())
-	sf := guardedSnowflake{v.keeper, v.guard}
+	sf := v.guard.Snowflake(v.keeper)
 	var err error
 	v.svc, err = vending.Start(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,

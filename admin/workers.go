@@ -1,25 +1,19 @@
-package main
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/leaf-nats/leaf/kv"
 )
 
-// clusterWorkers is `vendor cluster workers`: every worker ID the buckets
-// hold a record of, and the records that cannot be believed.
-func clusterWorkers(ctx context.Context, cfg Config, _ []string, w io.Writer) error {
-	a, err := openAdmin(cfg, false)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
+// Workers prints every worker ID the buckets hold a record of, and the
+// records that cannot be believed.
+func (a *Admin) Workers(ctx context.Context, w io.Writer) error {
 	recs, err := kv.Workers(ctx, a.js)
 	if err != nil {
 		return err
@@ -47,25 +41,18 @@ func clusterWorkers(ctx context.Context, cfg Config, _ []string, w io.Writer) er
 	return nil
 }
 
-// resetWorker is `vendor cluster reset-worker <id> [-force]`.
-func resetWorker(ctx context.Context, cfg Config, arg string, force bool, w io.Writer) error {
-	id, err := strconv.Atoi(arg)
-	if err != nil || id < 0 || id > 1023 {
-		return usagef("reset-worker takes a worker ID from 0 to 1023, not %q", arg)
-	}
-	a, err := openAdmin(cfg, false)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	longest := cfg.WorkerLeaseTTL
+// ResetWorker replaces worker ID id's corrupt or implausible last timestamp
+// with one past every live holder's deadline; force resets a plausible one
+// too.
+func (a *Admin) ResetWorker(ctx context.Context, id int, force bool, w io.Writer) error {
+	longest := a.env.LeaseTTL
 	if ttl, err := leaseTTL(ctx, a.js); err == nil {
 		longest = max(longest, ttl)
 	}
-	if _, rec, _, err := a.contract(ctx); err == nil {
+	if _, rec, _, err := a.Contract(ctx); err == nil {
 		longest = max(longest, rec.LeaseTTL)
 	}
-	was, to, err := kv.ResetWorker(ctx, a.js, id, longest+cfg.ClockMaxSkew, force)
+	was, to, err := kv.ResetWorker(ctx, a.js, id, longest+a.env.MaxSkew, force)
 	if errors.Is(err, kv.ErrPlausible) {
 		return fmt.Errorf("%w; with -force it is reset all the same (only if no vendor's clock ran ahead and used it)", err)
 	}
