@@ -1,6 +1,15 @@
-// Package kv keeps leaf-nats state in NATS JetStream key-value buckets: the
-// snowflake worker-ID leases and, when no Postgres is configured, the segment
-// table.
+// Package kv keeps leaf-nats state in NATS JetStream key-value buckets:
+//
+//	leaf_cluster         the cluster contract (Contracts): what vendors must agree on
+//	leaf_workers         snowflake worker-ID leases (Claim, Lease), one key per held ID
+//	leaf_worker_clocks   each worker ID's last timestamp, kept past its lease
+//	leaf_strict_leaders  the leader of each strict tag (Leaders, Lead)
+//	leaf_segments        the segment table when no Postgres is configured (SegmentStore)
+//
+// Every record read back is decoded and checked in one place (records.go)
+// before it is believed: one that does not parse, or holds values no vendor
+// writes, is a *CorruptError naming the key, its revision, what it holds
+// and the fix, never a zero value.
 //
 // # Worker-ID leases
 //
@@ -19,4 +28,17 @@
 // vends. The deadline is measured from before the renewal was sent, so it
 // falls before the server can expire the key: the old holder has stopped
 // before anyone else can claim its ID.
+//
+// Buckets whose revisions are held for compare-and-set are created with
+// revisions that start at the time of creation (openOrCreateSequenced), so
+// that a revision remembered from a bucket that was lost never matches one
+// of a bucket created again. Workers and ResetWorker let an operator see
+// and repair the records of every worker ID.
+//
+// # Strict leaders and the segment store
+//
+// A strict tag's leader holds a Lead in leaf_strict_leaders with the same
+// fencing as a worker ID's lease. SegmentStore keeps Leaf's leaf_alloc rows
+// as JSON, allocating with compare-and-set on each row's revision, with a
+// seal for moving the segments to another store (segment.Move).
 package kv

@@ -175,8 +175,9 @@ func Open(ctx context.Context, opt Options) (*Allocator, error) {
 }
 
 // Close stops the refresh loop and every load in flight and waits for
-// them. Calls after Close fail with ErrUnavailable.
-func (a *Allocator) Close() error {
+// them (each bounded by Options.LoadTimeout). Calls after Close fail with
+// ErrUnavailable.
+func (a *Allocator) Close(context.Context) error {
 	a.goMu.Lock()
 	a.closed = true
 	a.goMu.Unlock()

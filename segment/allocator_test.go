@@ -33,7 +33,7 @@ func TestOpenInvalidOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, err := segment.Open(context.Background(), tt.opt)
 			if err == nil {
-				a.Close()
+				a.Close(context.Background())
 				t.Fatal("Open succeeded")
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -387,7 +387,7 @@ func TestCloseWaitsForLoads(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, "the load to reach the store", func() bool { return store.running() == 1 })
-	if err := a.Close(); err != nil {
+	if err := a.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if n := store.running(); n != 0 {

@@ -39,10 +39,18 @@
 // store at most one call per NegativeTTL. ValidateTag fixes what a tag may
 // be: tags are NATS subject tokens.
 //
+// # Rate
+//
+// Options.RateLimit bounds how many IDs of one tag the allocator hands out a
+// second (up to Options.RateBurst at once), on every path: a take beyond it
+// fails with ErrRateLimited, so that no requester can use a tag's ID space
+// up.
+//
 // # Errors
 //
 // Errors wrap the sentinels ErrInvalidTag, ErrInvalidStep, ErrUnknownTag,
-// ErrTagExists and ErrUnavailable; branch with errors.Is. A *TagError's
+// ErrTagExists, ErrRateLimited, ErrUnavailable and ErrStoreMoved; branch
+// with errors.Is. A *TagError's
 // message names the command that fixes it:
 //
 //	segment: tag "order" not found (add it with: vendor tags add order)
@@ -50,7 +58,9 @@
 // # Stores
 //
 // segment/pgstore keeps the rows in Postgres (Leaf's leaf_alloc table) and
-// kv.SegmentStore in a JetStream KV bucket. Both implement Store and the
-// admin calls the vendor tags commands need (Create, List, SetStep, Delete);
-// segment/segmenttest checks that they behave alike.
+// kv.SegmentStore in a JetStream KV bucket. Both implement Store and
+// AdminStore, the calls the vendor tags and cluster commands need (Create,
+// List, SetStep, SetStrict, Delete, Raise, Seal); segment/segmenttest checks
+// that they behave alike. RaiseAll raises one tag or every tag (never
+// lowering one), and Move carries a store's rows over to another.
 package segment

@@ -17,7 +17,7 @@ func ExampleAllocator_Take() {
 		fmt.Println(err)
 		return
 	}
-	defer a.Close()
+	defer a.Close(context.Background())
 
 	ids, err := a.Take(ctx, "order", nil, 3)
 	fmt.Println(ids, err)

@@ -159,7 +159,7 @@ func open(t testing.TB, store segment.Store, opt segment.Options) *segment.Alloc
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() { _ = a.Close() })
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
 	return a
 }
 

@@ -113,8 +113,8 @@ type Leaders struct {
 	wg     sync.WaitGroup
 }
 
-// New returns Leaders with cfg.
-func New(cfg Config) (*Leaders, error) {
+// Open returns Leaders with cfg; Close ends every lead.
+func Open(cfg Config) (*Leaders, error) {
 	var errs []error
 	if cfg.Source == nil {
 		errs = append(errs, errors.New("Source is nil"))
@@ -421,7 +421,7 @@ func (ls *Leaders) stepDown(l *lead, why error) {
 // Close stops leading every tag: each stops serving, stops listening and
 // releases its lease, so another vendor leads at once. It waits for the
 // renewals to end.
-func (ls *Leaders) Close() error {
+func (ls *Leaders) Close(context.Context) error {
 	ls.mu.Lock()
 	ls.closed = true
 	leads := make([]*lead, 0, len(ls.leads))

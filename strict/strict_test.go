@@ -120,8 +120,8 @@ func (c *cluster) newVendor(name string) *vendor {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.t.Cleanup(func() { alloc.Close() })
-	v.ls, err = strict.New(strict.Config{
+	c.t.Cleanup(func() { alloc.Close(context.Background()) })
+	v.ls, err = strict.Open(strict.Config{
 		Source: alloc,
 		Lead: func(_ context.Context, tag string) (strict.Lease, time.Time, error) {
 			c.kv.mu.Lock()
@@ -162,7 +162,7 @@ func (c *cluster) newVendor(name string) *vendor {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.t.Cleanup(func() { v.ls.Close() })
+	c.t.Cleanup(func() { v.ls.Close(context.Background()) })
 	return v
 }
 
@@ -263,7 +263,7 @@ func TestLeadingAgainStartsAboveTheOtherLeader(t *testing.T) {
 	if lastB <= lastA {
 		t.Fatalf("b's IDs end at %d, not above a's %d", lastB, lastA)
 	}
-	b.ls.Close() // releases the lease: a leads again at once
+	b.ls.Close(context.Background()) // releases the lease: a leads again at once
 	if first, _ := mustTake(t, a, 1); first <= lastB {
 		t.Fatalf("a leading again starts at %d, not above b's %d: it served its old buffer", first, lastB)
 	}
@@ -422,7 +422,7 @@ func TestOrderAcrossVendorsUnderFaults(t *testing.T) {
 			v.fence.Add(1)
 			time.Sleep(ttl / 2)
 		case 2:
-			v.ls.Close()
+			v.ls.Close(context.Background())
 			nv := c.newVendor(fmt.Sprintf("v%d", 3+i))
 			c.mu.Lock()
 			c.vendors[slices.Index(c.vendors, v)] = nv

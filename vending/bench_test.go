@@ -1,6 +1,7 @@
 package vending_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,11 +34,11 @@ func BenchmarkRequest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			svc, err := vending.Start(nc, vending.Config{Snowflake: g})
+			svc, err := vending.Open(nc, vending.Config{Snowflake: g})
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { svc.Stop() })
+			b.Cleanup(func() { svc.Close(context.Background()) })
 		}},
 	} {
 		tc.start(natstest.Conn(b, s))

@@ -58,11 +58,11 @@ func (c *counterSegments) TakeRanges(_ context.Context, tag string, dst []ids.Ra
 func startSegmentVendor(t testing.TB, s *server.Server, tags ...string) {
 	t.Helper()
 	nc := natstest.Conn(t, s)
-	svc, err := vending.Start(nc, vending.Config{Segments: newCounterSegments(tags...)})
+	svc, err := vending.Open(nc, vending.Config{Segments: newCounterSegments(tags...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Stop() })
+	t.Cleanup(func() { svc.Close(context.Background()) })
 	if err := nc.Flush(); err != nil { // the endpoints are subscribed before clients ask
 		t.Fatal(err)
 	}

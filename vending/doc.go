@@ -1,5 +1,5 @@
 // Package vending is the wire of leaf-nats: the subjects, the reply
-// encodings and error codes, the micro service the workers run (Start), and
+// encodings and error codes, the micro service the workers run (Open), and
 // the Go client consumers use (NewClient).
 //
 // # Subjects
@@ -46,6 +46,22 @@
 //
 // The Client returns such a reply as a *Error; match it with errors.Is and
 // the sentinel, or read its Code and Message with errors.As.
+//
+// # Reply subjects
+//
+// A requester picks the reply subject, and the vendor publishes its answer
+// there with its own permissions. So the service (and the strict tags'
+// Forwarder) answers only inboxes (Config.ReplyPrefixes: _INBOX. and _R_.,
+// where a service imported from another account replies), never a '$'
+// subject, never the service's own subjects, never the inboxes its JetStream
+// requests wait on (Config.OwnInboxes): any other request is dropped
+// unanswered, with no ID taken, and the Observer is told (Replies).
+//
+// # Strict tags
+//
+// A Forwarder carries a strict tag's requests from the vendors that do not
+// lead it to the one that does, on <prefix>.strict.<tag>, within the same
+// limits as the service (package strict decides who leads).
 //
 // # Client
 //

@@ -29,12 +29,12 @@ func exampleVendor() (*nats.Conn, func()) {
 	if err != nil {
 		panic(err)
 	}
-	svc, err := vending.Start(nc, vending.Config{Segments: newCounterSegments("order")})
+	svc, err := vending.Open(nc, vending.Config{Segments: newCounterSegments("order")})
 	if err != nil {
 		panic(err)
 	}
 	return nc, func() {
-		svc.Stop()
+		svc.Close(context.Background())
 		nc.Close()
 		stopServer(s)
 		os.RemoveAll(dir)

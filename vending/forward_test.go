@@ -70,7 +70,7 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &strictSource{next: 1, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	ls, err := strict.New(strict.Config{
+	ls, err := strict.Open(strict.Config{
 		Source: src,
 		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
 			return foreverLease{}, time.Time{}, nil
@@ -81,7 +81,7 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ls.Close()
+	defer ls.Close(context.Background())
 	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // no leader answers: this one leads
 		t.Fatal(err)
 	}

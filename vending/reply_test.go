@@ -1,6 +1,7 @@
 package vending_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -28,13 +29,13 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 	segs := newCounterSegments("order")
 	rec := &recorder{}
 	data := natstest.Conn(t, s) // a vendor's connection for JetStream
-	svc, err := vending.Start(nc, vending.Config{Snowflake: g, Segments: segs, Observer: rec,
+	svc, err := vending.Open(nc, vending.Config{Snowflake: g, Segments: segs, Observer: rec,
 		ReplyPrefixes: append(slices.Clone(vending.DefaultReplyPrefixes), "_INBOX_orders."),
 		OwnInboxes:    []string{vending.RequestInbox(data)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Stop()
+	defer svc.Close(context.Background())
 	client := natstest.Conn(t, s)
 	spy := natstest.Conn(t, s)
 	// Whatever the vendor publishes to a subject below is caught here.

@@ -214,8 +214,9 @@ type Service struct {
 	internal errorLog
 }
 
-// Start validates c and adds the service and its endpoints to nc.
-func Start(nc *nats.Conn, c Config) (*Service, error) {
+// Open validates c and adds the service and its endpoints to nc. Close
+// stops it.
+func Open(nc *nats.Conn, c Config) (*Service, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
@@ -322,9 +323,10 @@ func (s *Service) addEndpoints() error {
 	return nil
 }
 
-// Stop drains the endpoints (requests already received are answered) and
-// waits for slow segment requests to finish.
-func (s *Service) Stop() error {
+// Close drains the endpoints (requests already received are answered) and
+// waits for slow segment requests to finish (each bounded by the store's
+// wait).
+func (s *Service) Close(context.Context) error {
 	defer s.cancel()
 	s.mu.Lock()
 	s.stopping = true

@@ -32,11 +32,11 @@ func startVendor(t *testing.T, s *server.Server, workerID int) *snowflake.Genera
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g})
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Snowflake: g})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Stop() })
+	t.Cleanup(func() { svc.Close(context.Background()) })
 	return g
 }
 
@@ -261,8 +261,8 @@ func TestStartValidates(t *testing.T) {
 		{Snowflake: g, ReplyPrefixes: []string{"_INBOX"}},
 		{Snowflake: g, ReplyPrefixes: []string{"in box."}},
 	} {
-		if svc, err := vending.Start(nc, c); err == nil {
-			svc.Stop()
+		if svc, err := vending.Open(nc, c); err == nil {
+			svc.Close(context.Background())
 			t.Fatalf("Start(%+v) accepted", c)
 		}
 	}
@@ -307,11 +307,11 @@ func (failingSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range
 // alone.
 func TestSlowRequestErrors(t *testing.T) {
 	s := natstest.Server(t)
-	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Segments: failingSegments{}})
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: failingSegments{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Stop()
+	defer svc.Close(context.Background())
 	nc := natstest.Conn(t, s)
 	for _, enc := range []string{vending.EncodingText, vending.EncodingRanges} {
 		for range 20 {
@@ -328,7 +328,7 @@ func TestSlowRequestErrors(t *testing.T) {
 func TestStopAnswersRequestsInFlight(t *testing.T) {
 	s := natstest.Server(t)
 	src := &slowSegments{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Segments: src})
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestStopAnswersRequestsInFlight(t *testing.T) {
 	}()
 	<-src.entered
 	stopped := make(chan error, 1)
-	go func() { stopped <- svc.Stop() }()
+	go func() { stopped <- svc.Close(context.Background()) }()
 	select {
 	case <-stopped:
 		t.Fatal("Stop returned while a request was in flight")
@@ -410,11 +410,11 @@ func TestReplyAboveMaxPayloadIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g, MaxBatch: 10000, Observer: rec})
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Snowflake: g, MaxBatch: 10000, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Stop()
+	defer svc.Close(context.Background())
 	nc := natstest.Conn(t, s)
 	msg := request(t, nc, "leaf.snowflake", "1000") // about 19 KB of text
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "500" || !strings.Contains(msg.Header.Get(micro.ErrorHeader), "max_payload of 4096") {
@@ -473,11 +473,11 @@ func (strictCounter) IsStrict(tag string) bool { return strings.HasPrefix(tag, "
 func TestStrictTagRepliesSaySo(t *testing.T) {
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
-	svc, err := vending.Start(nc, vending.Config{Segments: strictCounter{newCounterSegments("strict-orders", "orders")}})
+	svc, err := vending.Open(nc, vending.Config{Segments: strictCounter{newCounterSegments("strict-orders", "orders")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Stop() })
+	t.Cleanup(func() { svc.Close(context.Background()) })
 	for _, tag := range []string{"strict-orders", "orders"} {
 		for _, enc := range []string{vending.EncodingText, vending.EncodingBinary, vending.EncodingRanges} {
 			msg := requestEnc(t, nc, "leaf.segment."+tag, enc, "3")
@@ -517,11 +517,11 @@ func (tagSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range, n 
 func TestSlowRepliesCountInMicroStats(t *testing.T) {
 	s := natstest.Server(t)
 	rec := &recorder{}
-	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Segments: tagSegments{}, Observer: rec})
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: tagSegments{}, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Stop()
+	defer svc.Close(context.Background())
 	nc := natstest.Conn(t, s)
 	want := map[string]int{}
 	for tag, code := range map[string]string{"order": "", "down": "503", "nosuch": "404"} {
@@ -585,12 +585,12 @@ func TestSlowRepliesCountInMicroStats(t *testing.T) {
 func TestMicroInfoDescribesTheAPI(t *testing.T) {
 	s := natstest.Server(t)
 	g, _ := snowflake.New(snowflake.Settings{WorkerID: 1})
-	svc, err := vending.Start(natstest.Conn(t, s), vending.Config{Snowflake: g, Segments: tagSegments{}, MaxBatch: 500,
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Snowflake: g, Segments: tagSegments{}, MaxBatch: 500,
 		Metadata: map[string]string{"worker_ids": "0-1023"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Stop()
+	defer svc.Close(context.Background())
 	var info micro.Info
 	if err := json.Unmarshal(request(t, natstest.Conn(t, s), "$SRV.INFO.leaf", "").Data, &info); err != nil {
 		t.Fatal(err)

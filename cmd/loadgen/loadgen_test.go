@@ -48,11 +48,11 @@ func vendor(t *testing.T) *server.Server {
 	}
 	nc := natstest.Conn(t, s)
 	// micro serializes requests per endpoint, so the counter needs no lock.
-	svc, err := vending.Start(nc, vending.Config{Snowflake: g, Segments: &counterSegments{}})
+	svc, err := vending.Open(nc, vending.Config{Snowflake: g, Segments: &counterSegments{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Stop() })
+	t.Cleanup(func() { svc.Close(context.Background()) })
 	nc.Flush()
 	return s
 }

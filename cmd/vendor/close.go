@@ -23,7 +23,7 @@ func (v *vendor) Close(ctx context.Context) error {
 		}
 	}
 	if v.svc != nil {
-		if err := v.svc.Stop(); err != nil {
+		if err := v.svc.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop the service: %w", err))
 		}
 	}
@@ -53,7 +53,7 @@ func (v *vendor) Close(ctx context.Context) error {
 		}
 	}
 	if v.alloc != nil {
-		v.alloc.Close()
+		v.alloc.Close(ctx)
 	}
 	if v.closeStore != nil {
 		v.closeStore()

@@ -24,7 +24,7 @@ type strictTags struct {
 // Close steps down from every lead (releasing the leases, so that another
 // vendor leads at once) and waits for the forwarded requests in flight.
 func (st *strictTags) Close(ctx context.Context) error {
-	return errors.Join(st.Leaders.Close(), st.fwd.Close(ctx))
+	return errors.Join(st.Leaders.Close(ctx), st.fwd.Close(ctx))
 }
 
 // openStrict serves the strict tags of alloc: leases in the leaders bucket
@@ -57,7 +57,7 @@ func openStrict(ctx context.Context, cfg Config, log *slog.Logger, js jetstream.
 	if nc.ConnectedClusterName() == "" { // as the worker-ID keeper's fence
 		sc.Fence = func() uint64 { return nc.Stats().Reconnects }
 	}
-	ls, err := strict.New(sc)
+	ls, err := strict.Open(sc)
 	if err != nil {
 		return nil, errors.Join(err, f.Close(ctx))
 	}

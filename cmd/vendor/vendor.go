@@ -245,7 +245,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 	reg.MustRegister(state.Collector())
 	sf := v.guard.Snowflake(v.keeper)
 	var err error
-	v.svc, err = vending.Start(v.svcConn, vending.Config{
+	v.svc, err = vending.Open(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
 		MaxBatch:      cfg.MaxBatch,

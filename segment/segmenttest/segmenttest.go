@@ -176,7 +176,7 @@ func allocator(t *testing.T, s segment.Store, opt segment.Options) *segment.Allo
 	if err != nil {
 		t.Fatalf("segment.Open: %v", err)
 	}
-	t.Cleanup(func() { a.Close() })
+	t.Cleanup(func() { a.Close(context.Background()) })
 	return a
 }
 
@@ -206,7 +206,7 @@ func testRestart(t *testing.T, newBackend NewBackend) {
 	a := allocator(t, b.Open(t), segment.Options{})
 	before := take(t, a, "order", 50) // and the next segment is loading
 	waitNext(t, a, "order")
-	a.Close()
+	a.Close(context.Background())
 
 	rows, err := admin.List(ctx(t))
 	if err != nil || len(rows) != 1 {
