@@ -176,17 +176,17 @@ func TestCorruptRecordsInBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.Alloc(ctx, "pn", 0); err != nil { // handed out 1..10
+	if _, err := st.Alloc(ctx, "pn", 0, nil); err != nil { // handed out 1..10
 		t.Fatal(err)
 	}
 	b, _ := js.KeyValue(ctx, SegmentBucket)
 	if _, err := b.Put(ctx, "pn", []byte(foreignValues[0])); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Alloc(ctx, "pn", 0); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "vendor tags raise pn") {
+	if _, err := st.Alloc(ctx, "pn", 0, nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "vendor tags raise pn") {
 		t.Fatalf("Alloc of a corrupt row: %v, want ErrCorrupt naming the repair", err)
 	}
-	if r, err := st.Alloc(ctx, "ok", 0); err != nil || r.MaxID != 11 {
+	if r, err := st.Alloc(ctx, "ok", 0, nil); err != nil || r.MaxID != 11 {
 		t.Fatalf("Alloc of another tag: %+v, %v", r, err)
 	}
 	tags, err := st.Tags(ctx)
@@ -200,7 +200,7 @@ func TestCorruptRecordsInBuckets(t *testing.T) {
 	if err := st.Raise(ctx, segment.Row{Tag: "pn", MaxID: 11, Step: 10}); err != nil {
 		t.Fatalf("Raise of a corrupt row: %v", err)
 	}
-	if r, err := st.Alloc(ctx, "pn", 0); err != nil || r.MaxID != 21 {
+	if r, err := st.Alloc(ctx, "pn", 0, nil); err != nil || r.MaxID != 21 {
 		t.Fatalf("Alloc after the repair = %+v, %v; want the segment 11..20", r, err)
 	}
 

@@ -169,8 +169,10 @@ func (s *SegmentStore) apply(ctx context.Context, tag string, get func(context.C
 }
 
 // Alloc advances tag's max_id by step (the row's step when 0) and returns
-// the row after the update.
-func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64) (segment.Row, error) {
+// the row after the update. floor runs between the read of the row and its
+// compare-and-set, which fails (and the allocation reads again) if any
+// other allocation of the tag committed meanwhile.
+func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
 	r, err := s.update(ctx, tag, func(r *segmentRow) error {
 		inc := step
 		if inc == 0 {
@@ -179,10 +181,20 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64) (segme
 		if r.MovedTo != "" {
 			return fmt.Errorf("%w: to %s", segment.ErrStoreMoved, r.MovedTo)
 		}
-		if inc < 1 || r.MaxID > math.MaxInt64-inc {
-			return fmt.Errorf("max_id %d + step %d is out of range", r.MaxID, inc)
+		base := r.MaxID
+		if floor != nil {
+			var err error
+			if base, err = floor(r.MaxID); err != nil {
+				return err
+			}
+			if base < r.MaxID {
+				return fmt.Errorf("the floor of max_id %d is %d, below it (a bug)", r.MaxID, base)
+			}
 		}
-		r.MaxID += inc
+		if inc < 1 || base > math.MaxInt64-inc {
+			return fmt.Errorf("max_id %d + step %d is out of range", base, inc)
+		}
+		r.MaxID = base + inc
 		return nil
 	})
 	if err != nil {

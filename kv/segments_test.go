@@ -93,7 +93,7 @@ func TestListWhileAllocating(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := alloc.Alloc(ctx, "order", 1); err != nil {
+				if _, err := alloc.Alloc(ctx, "order", 1, nil); err != nil {
 					t.Error(err)
 					return
 				}

@@ -67,6 +67,11 @@ type Options struct {
 	// RateLimit: the largest batch that can ever be served. Default
 	// RateLimit (one second's worth).
 	RateBurst float64
+	// Marks, when set, keeps how far each tag was handed out outside the
+	// store, so that a store that comes back older is raised above them
+	// (see Marks). Without it the allocator still never allocates below
+	// what it allocated itself.
+	Marks Marks
 }
 
 // withDefaults fills in the defaults and checks o, naming every bad field:
@@ -139,6 +144,7 @@ type Allocator struct {
 	wg     sync.WaitGroup
 
 	storeDown atomic.Bool // logs an outage once, and its end once
+	rw        rewinds     // stores found behind what was handed out
 
 	tokens   float64   // lookups of uncached tags allowed past a fresh list
 	tokensAt time.Time // when tokens was last topped up; guarded by mu
@@ -406,11 +412,7 @@ func (a *Allocator) takeDirect(ctx context.Context, b *buffer, dst []ids.Range, 
 	tag := b.tag
 	ctx, cancel := context.WithTimeout(ctx, a.opt.LoadTimeout)
 	defer cancel()
-	row, err := a.opt.Store.Alloc(ctx, tag, need)
-	var seg Segment
-	if err == nil {
-		seg, err = segmentOf(row, need)
-	}
+	row, seg, err := a.alloc(ctx, b, need)
 	if err == nil && seg.End-seg.Start < need {
 		err = fmt.Errorf("segment: tag %q: the store handed out %d IDs for a batch of %d", tag, seg.End-seg.Start, need)
 	}
@@ -508,12 +510,8 @@ func (a *Allocator) startLoad(b *buffer) *call {
 // than b is served in, is dropped.
 func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time, gen uint64) {
 	ctx, cancel := context.WithTimeout(a.ctx, a.opt.LoadTimeout)
-	row, err := a.opt.Store.Alloc(ctx, b.tag, step)
+	row, seg, err := a.alloc(ctx, b, step)
 	cancel()
-	var seg Segment
-	if err == nil {
-		seg, err = segmentOf(row, step)
-	}
 	took := a.opt.Now().Sub(started)
 
 	b.mu.Lock()

@@ -42,6 +42,9 @@ type buffer struct {
 
 	loads, failures int64
 	lastTook        time.Duration
+	// high is the end of the highest segment allocated for the tag here:
+	// no allocation may start below it.
+	high int64
 
 	// The tag's budget of IDs under Options.RateLimit: tokens at
 	// tokensAt, refilled at the limit up to Options.RateBurst.

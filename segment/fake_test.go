@@ -54,7 +54,7 @@ func (f *fakeStore) end() {
 	f.mu.Unlock()
 }
 
-func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64) (segment.Row, error) {
+func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
 	f.mu.Lock()
 	f.steps = append(f.steps, step)
 	f.mu.Unlock()
@@ -67,6 +67,13 @@ func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64) (segment.
 	r, ok := f.rows[tag]
 	if !ok {
 		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	if floor != nil {
+		base, err := floor(r.MaxID)
+		if err != nil {
+			return segment.Row{}, err
+		}
+		r.MaxID = base
 	}
 	r.MaxID += cmpOr(step, r.Step)
 	f.rows[tag] = r

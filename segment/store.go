@@ -70,8 +70,10 @@ type Store interface {
 	// Alloc advances the tag's max_id by step (the row's own step when step
 	// is 0) atomically and returns the row as it is after the update. The
 	// caller serves [row.MaxID-step, row.MaxID). ErrUnknownTag when the tag
-	// has no row.
-	Alloc(ctx context.Context, tag string, step int64) (Row, error)
+	// has no row. floor, when not nil, runs while no other allocation of
+	// the tag can commit, with the max_id read; the allocation starts from
+	// what it returns, which must be at least that.
+	Alloc(ctx context.Context, tag string, step int64, floor Floor) (Row, error)
 	// Tags lists every tag, ordered, with whether it is strict (MaxID,
 	// Step and the rest may be left zero).
 	Tags(ctx context.Context) ([]Row, error)

@@ -24,7 +24,7 @@ type memStore struct {
 	strict bool
 }
 
-func (m *memStore) Alloc(_ context.Context, tag string, step int64) (segment.Row, error) {
+func (m *memStore) Alloc(_ context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
 	if tag != "ledger" {
 		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
@@ -32,6 +32,13 @@ func (m *memStore) Alloc(_ context.Context, tag string, step int64) (segment.Row
 	defer m.mu.Unlock()
 	if step == 0 {
 		step = 100
+	}
+	if floor != nil {
+		base, err := floor(m.maxID)
+		if err != nil {
+			return segment.Row{}, err
+		}
+		m.maxID = base
 	}
 	m.maxID += step
 	return segment.Row{Tag: tag, MaxID: m.maxID, Step: 100, Strict: m.strict}, nil

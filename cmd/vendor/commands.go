@@ -143,11 +143,31 @@ func (s subcommand) parse(args []string, stdout io.Writer) ([]string, runner, er
 	return pos, run, nil
 }
 
-// arguments counts the <arguments> of a synopsis: those not in [brackets]
-// are required.
+// arguments counts the <arguments> of a synopsis: those in a [-flag ...]
+// group are the flag's value, those in other [brackets] optional, the
+// others required.
 func arguments(synopsis string) (required, most int) {
-	most = strings.Count(synopsis, "<")
-	return most - strings.Count(synopsis, "[<"), most
+	depth, flagDepth := 0, 0 // flagDepth: the depth of the [-flag group we are in, 0 if none
+	for i := 0; i < len(synopsis); i++ {
+		switch c := synopsis[i]; {
+		case c == '[':
+			depth++
+			if flagDepth == 0 && i+1 < len(synopsis) && synopsis[i+1] == '-' {
+				flagDepth = depth
+			}
+		case c == ']':
+			if depth == flagDepth {
+				flagDepth = 0
+			}
+			depth--
+		case c == '<' && flagDepth == 0:
+			most++
+			if depth == 0 {
+				required++
+			}
+		}
+	}
+	return required, most
 }
 
 func countFlags(fs *flag.FlagSet) int {

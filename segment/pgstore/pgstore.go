@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -221,8 +222,9 @@ func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 }
 
 // Alloc advances tag's max_id by step (the row's step when 0) and returns
-// the row after the update.
-func (s *Store) Alloc(ctx context.Context, tag string, step int64) (segment.Row, error) {
+// the row after the update. floor runs while the row is locked FOR UPDATE:
+// no other allocation of the tag can commit meanwhile.
+func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return segment.Row{}, err
@@ -250,15 +252,34 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64) (segment.Row,
 		if step == 0 {
 			step = rowStep
 		}
+		base, err := checkFloor(floor, maxID)
+		if err != nil {
+			return err
+		}
+		if base > math.MaxInt64-step {
+			return fmt.Errorf("max_id %d + step %d is out of range", base, step)
+		}
 		return tx.QueryRowContext(ctx,
-			`UPDATE leaf_alloc SET max_id = max_id + $2, update_time = now() WHERE biz_tag = $1
-			 RETURNING max_id, step, coalesce(description, ''), update_time, strict`, tag, step,
+			`UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1
+			 RETURNING max_id, step, coalesce(description, ''), update_time, strict`, tag, base+step,
 		).Scan(&r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict)
 	})
 	if err != nil {
 		return segment.Row{}, fmt.Errorf("pgstore: alloc %q: %w", tag, err)
 	}
 	return r, nil
+}
+
+// checkFloor runs floor (nil: none) on maxID and checks what it returns.
+func checkFloor(floor segment.Floor, maxID int64) (int64, error) {
+	if floor == nil {
+		return maxID, nil
+	}
+	base, err := floor(maxID)
+	if err == nil && base < maxID {
+		err = fmt.Errorf("the floor of max_id %d is %d, below it (a bug)", maxID, base)
+	}
+	return base, err
 }
 
 // Tags lists every tag, ordered, with its mode.

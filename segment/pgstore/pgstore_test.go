@@ -59,7 +59,7 @@ func TestDownDatabaseIsAnErrorPerCall(t *testing.T) {
 	if err := s.Ping(context.Background()); err != nil {
 		t.Fatalf("Ping after restart: %v", err)
 	}
-	if _, err := s.Alloc(context.Background(), "nope", 0); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Alloc(context.Background(), "nope", 0, nil); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Alloc(nope) = %v, want ErrUnknownTag", err)
 	}
 }

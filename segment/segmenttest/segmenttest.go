@@ -50,6 +50,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"SealAndRaise", testSealAndRaise},
 		{"SealRacesAllocators", testSealRace},
 		{"StrictMode", testStrictMode},
+		{"Floor", testFloor},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, newBackend) })
@@ -124,18 +125,18 @@ func testAdmin(t *testing.T, newBackend NewBackend) {
 	create(t, s, segment.Row{Tag: "order", Step: 7}) // a deleted tag can come back
 
 	// A tag added again continues after every ID it handed out before.
-	used, err := s.Alloc(c, "invoice", 0)
+	used, err := s.Alloc(c, "invoice", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(c, "invoice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Alloc(c, "invoice", 0); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Alloc(c, "invoice", 0, nil); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Alloc of a deleted tag = %v, want ErrUnknownTag", err)
 	}
 	create(t, s, segment.Row{Tag: "invoice", Step: 10})
-	again, err := s.Alloc(c, "invoice", 0)
+	again, err := s.Alloc(c, "invoice", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,12 +158,12 @@ func testAlloc(t *testing.T, newBackend NewBackend) {
 		{5000, 7001}, // a dynamic step: [2001, 7001)
 	}
 	for _, a := range allocs {
-		r, err := s.Alloc(c, "order", a.step)
+		r, err := s.Alloc(c, "order", a.step, nil)
 		if err != nil || r.MaxID != a.wantMaxID || r.Step != 1000 || r.Tag != "order" {
 			t.Fatalf("Alloc(order, %d) = %+v, %v; want max_id %d, step 1000", a.step, r, err, a.wantMaxID)
 		}
 	}
-	if _, err := s.Alloc(c, "nope", 0); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Alloc(c, "nope", 0, nil); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Alloc(nope) error = %v, want ErrUnknownTag", err)
 	}
 }
@@ -384,10 +385,10 @@ func testSealAndRaise(t *testing.T, newBackend NewBackend) {
 	c := ctx(t)
 	create(t, from, segment.Row{Tag: "order", Step: 1000, Description: "orders"})
 	create(t, from, segment.Row{Tag: "gone", Step: 10})
-	if _, err := from.Alloc(c, "order", 0); err != nil {
+	if _, err := from.Alloc(c, "order", 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	last, err := from.Alloc(c, "gone", 0)
+	last, err := from.Alloc(c, "gone", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func testSealAndRaise(t *testing.T, newBackend NewBackend) {
 	if r := byTag["gone"]; r.MaxID != last.MaxID || !r.Retired {
 		t.Fatalf("sealed row of the deleted tag = %+v, want retired at %d", r, last.MaxID)
 	}
-	if _, err := from.Alloc(c, "order", 0); !errors.Is(err, segment.ErrStoreMoved) {
+	if _, err := from.Alloc(c, "order", 0, nil); !errors.Is(err, segment.ErrStoreMoved) {
 		t.Fatalf("Alloc after Seal: %v, want ErrStoreMoved", err)
 	}
 	if err := from.Create(c, segment.Row{Tag: "late", Step: 5}); !errors.Is(err, segment.ErrStoreMoved) {
@@ -436,15 +437,15 @@ func testSealAndRaise(t *testing.T, newBackend NewBackend) {
 	if err := to.Raise(c, segment.Row{Tag: "order", MaxID: 10, Step: 1}); err != nil { // never lowers
 		t.Fatal(err)
 	}
-	r, err := to.Alloc(c, "order", 0)
+	r, err := to.Alloc(c, "order", 0, nil)
 	if err != nil || r.MaxID-r.Step != 1001 {
 		t.Fatalf("first segment of order after the move = %+v, %v; want it to start at 1001", r, err)
 	}
-	if _, err := to.Alloc(c, "gone", 0); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := to.Alloc(c, "gone", 0, nil); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("a retired tag is live after the move: %v", err)
 	}
 	create(t, to, segment.Row{Tag: "gone", Step: 10})
-	if r, err := to.Alloc(c, "gone", 0); err != nil || r.MaxID-r.Step < last.MaxID {
+	if r, err := to.Alloc(c, "gone", 0, nil); err != nil || r.MaxID-r.Step < last.MaxID {
 		t.Fatalf("re-added tag after the move = %+v, %v; want it to start at %d or above", r, err, last.MaxID)
 	}
 
@@ -455,7 +456,7 @@ func testSealAndRaise(t *testing.T, newBackend NewBackend) {
 	if err := from.Unseal(c); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := from.Alloc(c, "order", 0); err != nil || r.MaxID-r.Step != 5001 {
+	if r, err := from.Alloc(c, "order", 0, nil); err != nil || r.MaxID-r.Step != 5001 {
 		t.Fatalf("Alloc after a move back = %+v, %v; want it to start at 5001", r, err)
 	}
 }
@@ -480,7 +481,7 @@ func testSealRace(t *testing.T, newBackend NewBackend) {
 					return
 				default:
 				}
-				r, err := s.Alloc(c, "order", 0)
+				r, err := s.Alloc(c, "order", 0, nil)
 				if errors.Is(err, segment.ErrStoreMoved) {
 					return
 				}
@@ -538,7 +539,7 @@ func testStrictMode(t *testing.T, newBackend NewBackend) {
 	if m := mode(); !m["ledger"] || m["order"] {
 		t.Fatalf("modes listed: %v, want ledger strict and order normal", m)
 	}
-	if r, err := s.Alloc(c, "ledger", 0); err != nil || !r.Strict {
+	if r, err := s.Alloc(c, "ledger", 0, nil); err != nil || !r.Strict {
 		t.Fatalf("Alloc of a strict tag = %+v, %v; want it marked strict", r, err)
 	}
 	if err := s.SetStrict(c, "ledger", false); err != nil {
@@ -565,5 +566,59 @@ func testStrictMode(t *testing.T, newBackend NewBackend) {
 	}
 	if rows, err := to.List(c); err != nil || len(rows) != 2 || rows[0].Strict || !rows[1].Strict {
 		t.Fatalf("rows carried over: %+v, %v; want ledger normal and order strict", rows, err)
+	}
+}
+
+// testFloor: Alloc runs the floor with the max_id it read, while no other
+// allocation of the tag can commit, and allocates from what it returns; a
+// floor that fails leaves the row as it was. Concurrent allocators whose
+// floors raise the row each get segments that do not overlap.
+func testFloor(t *testing.T, newBackend NewBackend) {
+	b := newBackend(t, false)
+	s := b.Open(t)
+	c := ctx(t)
+	create(t, s, segment.Row{Tag: "order", Step: 10})
+	var seen int64
+	r, err := s.Alloc(c, "order", 0, func(maxID int64) (int64, error) { seen = maxID; return 5000, nil })
+	if err != nil || seen != 1 || r.MaxID != 5010 {
+		t.Fatalf("Alloc with a floor of 5000: %+v, %v (the floor saw %d); want max_id 5010", r, err, seen)
+	}
+	boom := errors.New("no marks")
+	if _, err := s.Alloc(c, "order", 0, func(int64) (int64, error) { return 0, boom }); !errors.Is(err, boom) {
+		t.Fatalf("Alloc with a failing floor: %v", err)
+	}
+	if _, err := s.Alloc(c, "order", 0, func(m int64) (int64, error) { return m - 1, nil }); err == nil {
+		t.Fatal("a floor below max_id was accepted")
+	}
+	if r, err := s.Alloc(c, "order", 0, nil); err != nil || r.MaxID != 5020 {
+		t.Fatalf("Alloc after the failures: %+v, %v; want 5020", r, err)
+	}
+	// Two allocators whose floors each raise to a mark they know: every
+	// segment handed out is above both marks and none overlaps another.
+	other := b.Open(t)
+	var mu sync.Mutex
+	var got []segment.Row
+	var wg sync.WaitGroup
+	for i, st := range []Store{s, other} {
+		mark := int64(6000 + 1000*i)
+		wg.Go(func() {
+			for range 20 {
+				r, err := st.Alloc(c, "order", 0, func(m int64) (int64, error) { return max(m, mark), nil })
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got = append(got, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(got, func(a, b segment.Row) int { return int(a.MaxID - b.MaxID) })
+	for i, r := range got {
+		if r.MaxID-10 < 6000 || i > 0 && r.MaxID-10 < got[i-1].MaxID {
+			t.Fatalf("segment %d ends at %d: below a mark or overlapping the one before (%d)", i, r.MaxID, got[max(i-1, 0)].MaxID)
+		}
 	}
 }

@@ -199,7 +199,7 @@ func newTake(ctx context.Context, mode string, js jetstream.JetStream, nc *nats.
 			return nil, err
 		}
 		return func(ctx context.Context) (int64, int64, error) {
-			r, err := st.Alloc(ctx, "natsbase", step)
+			r, err := st.Alloc(ctx, "natsbase", step, nil)
 			return r.MaxID - 1, 0, err
 		}, nil
 	}

@@ -1,0 +1,117 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A store can come back older than it was: a Postgres restored from a
+// backup or failed over to a replica that lagged, a NATS server that lost
+// the writes it had not synced, a data directory put back from a copy. Its
+// max_id is then below IDs already handed out, and allocating from it would
+// hand them out again. So what was handed out is also known outside the
+// store (Marks, and each allocator's own memory), and every allocation runs
+// a Floor under the store's lock: a store found below its mark is raised
+// above it in the same allocation, and the allocator says so (Rewinds).
+
+// Marks knows, outside the store, how far each tag's IDs were handed out:
+// the end of the highest segment allocated. kv.Marks keeps them in a NATS
+// KV bucket beside a Postgres store; cluster.PeerMarks in the vendors
+// themselves, beside the KV store.
+type Marks interface {
+	// Mark returns tag's mark: no ID at or above it was handed out; 0 when
+	// none is known.
+	Mark(ctx context.Context, tag string) (int64, error)
+	// Record records that IDs of tag below end may be handed out, before
+	// any of them is; it never lowers a mark.
+	Record(ctx context.Context, tag string, end int64) error
+}
+
+// Floor is run by Store.Alloc with a tag's max_id as the store has it,
+// while no other allocation of the tag can commit (under the row's lock, or
+// within its compare-and-set): it returns the max_id to allocate from, at
+// least maxID, above it when the store went back.
+type Floor func(maxID int64) (int64, error)
+
+// Rewind is a store found behind what was handed out.
+type Rewind struct {
+	Tag   string
+	Store int64     // the store's max_id
+	Mark  int64     // what was handed out: every ID below it
+	From  string    // who knew: "this vendor" or the marks
+	At    time.Time // when it was found (and the store raised)
+}
+
+func (r Rewind) String() string {
+	return fmt.Sprintf("the segment store went back: tag %q has max_id %d there, but IDs up to %d were handed out (known from %s); raised it above them",
+		r.Tag, r.Store, r.Mark-1, r.From)
+}
+
+// rewinds counts the rewinds an allocator found.
+type rewinds struct {
+	mu   sync.Mutex
+	n    int64
+	last Rewind
+}
+
+// Rewinds returns how many times the allocator found the store behind what
+// was handed out, and the last time it did.
+func (a *Allocator) Rewinds() (int64, Rewind) {
+	a.rw.mu.Lock()
+	defer a.rw.mu.Unlock()
+	return a.rw.n, a.rw.last
+}
+
+// alloc allocates b's next segment of step (0: the row's step) from the
+// store, above everything handed out, and records its mark before it may be
+// served.
+func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segment, error) {
+	row, err := a.opt.Store.Alloc(ctx, b.tag, step, a.floor(ctx, b))
+	var seg Segment
+	if err == nil {
+		seg, err = segmentOf(row, step)
+	}
+	if err != nil {
+		return row, seg, err
+	}
+	b.mu.Lock()
+	b.high = max(b.high, seg.End)
+	b.mu.Unlock()
+	if a.opt.Marks != nil {
+		if err := a.opt.Marks.Record(ctx, b.tag, seg.End); err != nil {
+			return row, seg, fmt.Errorf("record how far tag %q is handed out (the segment is not served): %w", b.tag, err)
+		}
+	}
+	return row, seg, nil
+}
+
+// floor is the Floor of b's allocations: the highest of this allocator's
+// own segments and the marks.
+func (a *Allocator) floor(ctx context.Context, b *buffer) Floor {
+	return func(maxID int64) (int64, error) {
+		b.mu.Lock()
+		mark, from := b.high, "this vendor, which served them"
+		b.mu.Unlock()
+		if a.opt.Marks != nil {
+			m, err := a.opt.Marks.Mark(ctx, b.tag)
+			if err != nil {
+				return 0, fmt.Errorf("%w: tag %q: how far it was handed out is not known outside the store: %w", ErrUnavailable, b.tag, err)
+			}
+			if m > mark {
+				mark, from = m, "the marks kept outside the store"
+			}
+		}
+		if maxID >= mark {
+			return maxID, nil
+		}
+		rw := Rewind{Tag: b.tag, Store: maxID, Mark: mark, From: from, At: a.opt.Now()}
+		a.rw.mu.Lock()
+		a.rw.n++
+		a.rw.last = rw
+		a.rw.mu.Unlock()
+		a.log.Error("segment: "+rw.String(), "tag", rw.Tag, "store_max_id", rw.Store, "handed_out_below", rw.Mark, "known_from", rw.From)
+		return mark, nil
+	}
+}
