@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,4 +245,57 @@ func TestClaimPassesOverBadRecords(t *testing.T) {
 		t.Fatalf("claim in 1-3: %v, %v; want worker ID 3, the one with a good record", l, err)
 	}
 	l.Release(ctx, l.Last())
+}
+
+func FuzzParseMark(f *testing.F) {
+	seedForeign(f, "1001", " 5 ")
+	f.Fuzz(func(t *testing.T, v []byte) {
+		m, err := parseMark(v)
+		if err == nil && m < 1 {
+			t.Fatalf("parseMark(%q) = %d", v, m)
+		}
+	})
+}
+
+// Marks are raised, never lowered, by concurrent writers; one written over
+// is reported, and the next record repairs it.
+func TestMarks(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	ctx := context.Background()
+	m, err := OpenMarks(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Mark(ctx, "order"); err != nil || got != 0 {
+		t.Fatalf("no mark: %d, %v", got, err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 20 {
+				if err := m.Record(ctx, "order", int64(1000*j+i)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := m.Record(ctx, "order", 5); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Mark(ctx, "order"); err != nil || got != 19007 {
+		t.Fatalf("mark %d, %v; want the highest recorded, 19007", got, err)
+	}
+	b, _ := js.KeyValue(ctx, MarksBucket)
+	b.Put(ctx, "order", []byte(foreignValues[0]))
+	if _, err := m.Mark(ctx, "order"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a corrupt mark: %v", err)
+	}
+	if err := m.Record(ctx, "order", 20000); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Mark(ctx, "order"); got != 20000 {
+		t.Fatalf("after a record over the corrupt mark: %d", got)
+	}
 }

@@ -131,3 +131,17 @@ func ResetWorker(ctx context.Context, js jetstream.JetStream, id int, longest ti
 	}
 	return e.Value(), to, nil
 }
+
+// Holders returns, for every worker ID held, the instance that holds it
+// (its lease's value names it); a lease that cannot be read names none.
+func Holders(ctx context.Context, js jetstream.JetStream) (map[int]string, error) {
+	out := map[int]string{}
+	err := eachKey(ctx, js, WorkersBucket, func(id int, e jetstream.KeyValueEntry) {
+		if v, err := decodeLeaseValue(e.Value()); err == nil {
+			out[id] = v.Holder
+		} else {
+			out[id] = ""
+		}
+	})
+	return out, err
+}

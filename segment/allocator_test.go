@@ -550,3 +550,81 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("after a second: %d.., want above %d", more[0], ids[len(ids)-1])
 	}
 }
+
+// fakeMarks keeps marks in memory, as kv.Marks keeps them beside a store.
+type fakeMarks struct {
+	mu      sync.Mutex
+	marks   map[string]int64
+	failing bool
+}
+
+var _ segment.Marks = (*fakeMarks)(nil)
+
+func (m *fakeMarks) Mark(_ context.Context, tag string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing {
+		return 0, errors.New("marks unreachable")
+	}
+	return m.marks[tag], nil
+}
+
+func (m *fakeMarks) Record(_ context.Context, tag string, end int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing {
+		return errors.New("marks unreachable")
+	}
+	m.marks[tag] = max(m.marks[tag], end)
+	return nil
+}
+
+// A store that comes back older than what was handed out is raised above
+// it in the allocation that finds it: above this allocator's own segments
+// without marks, above the marks with them; each time is counted.
+func TestStoreThatWentBack(t *testing.T) {
+	store := newFakeStore(100, "order")
+	a := open(t, store, segment.Options{})
+	take(t, a, "order", 150) // and the next segment preloaded
+	nextReady(t, a, "order")
+	var allocated int64
+	store.set(func(f *fakeStore) {
+		r := f.rows["order"]
+		allocated, r.MaxID = r.MaxID, 1 // restored to a copy from before
+		f.rows["order"] = r
+	})
+	ids := take(t, a, "order", 1000)
+	seen := map[int64]bool{}
+	for _, id := range ids {
+		if id < 151 || seen[id] {
+			t.Fatalf("after the store went back: ID %d again", id)
+		}
+		seen[id] = true
+	}
+	if ids[len(ids)-1] < allocated {
+		t.Fatalf("IDs end at %d, below what was allocated (%d)", ids[len(ids)-1], allocated)
+	}
+	if n, rw := a.Rewinds(); n != 1 || rw.Store != 1 || rw.Mark != allocated || !strings.Contains(rw.String(), fmt.Sprintf("IDs up to %d were handed out", allocated-1)) {
+		t.Fatalf("rewinds %d, %+v (allocated %d)", n, rw, allocated)
+	}
+
+	// Another allocator that never served the tag: only the marks know.
+	marks := &fakeMarks{marks: map[string]int64{}}
+	store2 := newFakeStore(100, "order")
+	first := open(t, store2, segment.Options{Marks: marks})
+	take(t, first, "order", 150)
+	var allocated2 int64
+	store2.set(func(f *fakeStore) { r := f.rows["order"]; allocated2, r.MaxID = r.MaxID, 1; f.rows["order"] = r })
+	fresh := open(t, store2, segment.Options{Marks: marks})
+	if got := take(t, fresh, "order", 1); got[0] < allocated2 {
+		t.Fatalf("a fresh allocator after the store went back starts at %d, want %d or above (the marks)", got[0], allocated2)
+	}
+	// Marks that cannot be read: no segment is allocated blind.
+	marks.mu.Lock()
+	marks.failing = true
+	marks.mu.Unlock()
+	third := open(t, store2, segment.Options{Marks: marks})
+	if _, err := third.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("with the marks unreadable: %v, want ErrUnavailable", err)
+	}
+}

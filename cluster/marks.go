@@ -1,0 +1,262 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/vending"
+)
+
+// MarksSubject is where every vendor answers how far it handed a tag out:
+// <prefix>.peers.mark, the body a tag. Only vendors publish there.
+func MarksSubject(prefix string) string { return prefix + ".peers.mark" }
+
+// PeerMarks are the marks (segment.Marks) of a KV segment store. That store
+// lives in the JetStream that holds everything else, so a NATS store put
+// back from a copy, or one that lost the writes it had not synced, takes any
+// marks kept there back with it. So the marks are kept in the vendors: each
+// knows how far it allocated each tag. A vendor that cannot be sure the
+// store is as it left it (after it starts, and after it reconnects to a
+// single server, which may be one restored) asks the other vendors for
+// their marks of a tag before it allocates it, and waits for every vendor
+// that holds a worker ID (those are alive) to answer; a store found below
+// them is raised above them.
+//
+// A vendor that holds a worker ID but does not answer for TrustAfter
+// (it runs a version from before the exchange, or NATS refuses it the
+// subject) is logged and allocated without: a restored store repeats the
+// IDs only such a vendor handed out.
+type PeerMarks struct {
+	cfg     PeerMarksConfig
+	sub     *nats.Subscription
+	replies *vending.Replies
+
+	mu          sync.Mutex
+	own         map[string]int64 // how far each tag was handed out, as this vendor knows
+	sure        map[string]uint64
+	fenced      uint64    // the fence's value the sure ones are sure at
+	unsureSince time.Time // since when the tags are unsure again
+	warned      map[string]bool
+
+	closeMu sync.Mutex // orders wg.Add against Close
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// PeerMarksConfig configures PeerMarks; every field but Fence and Logger is
+// required.
+type PeerMarksConfig struct {
+	Conn    *nats.Conn // the service's connection
+	JS      jetstream.JetStream
+	Prefix  string
+	Self    string
+	Replies *vending.Replies
+	// Fence moves whenever the store may have changed under this vendor:
+	// the reconnects of Conn to a single server.
+	Fence func() uint64
+	// TrustAfter is how long a vendor holding a worker ID may not answer
+	// before the marks go on without it: twice the lease TTL.
+	TrustAfter time.Duration
+	Logger     *slog.Logger
+}
+
+// markAnswer is a vendor's answer: its mark of the tag asked.
+type markAnswer struct {
+	Instance string `json:"instance"`
+	Mark     int64  `json:"mark"`
+}
+
+var _ segment.Marks = (*PeerMarks)(nil)
+
+// OpenPeerMarks starts answering the other vendors' questions.
+func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
+	if c.Fence == nil {
+		c.Fence = func() uint64 { return 0 }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &PeerMarks{cfg: c, replies: c.Replies, own: map[string]int64{}, sure: map[string]uint64{},
+		fenced: c.Fence(), unsureSince: time.Now(), warned: map[string]bool{}}
+	sub, err := c.Conn.Subscribe(MarksSubject(c.Prefix), m.answer)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: answer on %s: %w", MarksSubject(c.Prefix), err)
+	}
+	if err := c.Conn.Flush(); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	m.sub = sub
+	return m, nil
+}
+
+// Close stops answering and waits for an answer being sent.
+func (m *PeerMarks) Close(context.Context) error {
+	m.closeMu.Lock()
+	m.closed = true
+	m.closeMu.Unlock()
+	err := m.sub.Unsubscribe()
+	m.wg.Wait()
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		return nil
+	}
+	return err
+}
+
+// answer tells another vendor this one's mark of the tag in the body.
+func (m *PeerMarks) answer(msg *nats.Msg) {
+	m.closeMu.Lock()
+	if m.closed {
+		m.closeMu.Unlock()
+		return
+	}
+	m.wg.Add(1)
+	m.closeMu.Unlock()
+	defer m.wg.Done()
+	if why := m.replies.Why(msg.Reply); why != "" {
+		m.replies.Drop(m.cfg.Logger, msg.Subject, msg.Reply, why)
+		return
+	}
+	tag := string(msg.Data)
+	if segment.ValidateTag(tag) != nil {
+		return
+	}
+	m.mu.Lock()
+	a := markAnswer{Instance: m.cfg.Self, Mark: m.own[tag]}
+	m.mu.Unlock()
+	data, _ := json.Marshal(a)
+	msg.Respond(data)
+}
+
+// Record records this vendor's allocation of tag up to end.
+func (m *PeerMarks) Record(_ context.Context, tag string, end int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.own[tag] = max(m.own[tag], end)
+	return nil
+}
+
+// Mark returns the highest of this vendor's mark of tag and, when it cannot
+// be sure of the store, the other vendors'.
+func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
+	m.mu.Lock()
+	if f := m.cfg.Fence(); f != m.fenced {
+		m.fenced, m.unsureSince = f, time.Now()
+		clear(m.sure)
+	}
+	own, fenced := m.own[tag], m.fenced
+	_, sure := m.sure[tag]
+	patience := m.cfg.TrustAfter - time.Since(m.unsureSince)
+	m.mu.Unlock()
+	if sure {
+		return own, nil
+	}
+	theirs, err := m.ask(ctx, tag, patience)
+	if err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fenced == fenced {
+		m.sure[tag] = fenced
+	}
+	// What the others handed out is known here now: it is answered to
+	// the vendors that ask next, and floors this vendor's allocations.
+	m.own[tag] = max(own, theirs, m.own[tag])
+	return m.own[tag], nil
+}
+
+// ask asks every vendor for its mark of tag and returns the highest; it
+// fails while a vendor that holds a worker ID has not answered, unless
+// patience is up.
+func (m *PeerMarks) ask(ctx context.Context, tag string, patience time.Duration) (int64, error) {
+	holders, err := kv.Holders(ctx, m.cfg.JS)
+	if err != nil {
+		return 0, err
+	}
+	expect := map[string]bool{}
+	for _, h := range holders {
+		if h != "" && h != m.cfg.Self {
+			expect[h] = true
+		}
+	}
+	inbox := m.cfg.Conn.NewRespInbox()
+	sub, err := m.cfg.Conn.SubscribeSync(inbox)
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Unsubscribe()
+	if err := m.cfg.Conn.PublishRequest(MarksSubject(m.cfg.Prefix), inbox, []byte(tag)); err != nil {
+		return 0, err
+	}
+	highest, missing := m.gather(ctx, sub, expect)
+	if len(missing) == 0 {
+		return highest, nil
+	}
+	if patience > 0 {
+		return 0, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) and waits for the marks of %s, which hold worker IDs (for at most %v more)",
+			segment.ErrUnavailable, tag, strings.Join(missing, ", "), patience.Round(time.Second))
+	}
+	m.warnOnce(missing)
+	return highest, nil
+}
+
+// gather reads the answers until every expected vendor has answered, or a
+// short while; it returns the highest mark and who did not answer.
+func (m *PeerMarks) gather(ctx context.Context, sub *nats.Subscription, expect map[string]bool) (int64, []string) {
+	var highest int64
+	start := time.Now()
+	for {
+		left := peerWait - time.Since(start)
+		if len(expect) == 0 {
+			left = min(left, peerGrace-time.Since(start))
+		}
+		if left <= 0 {
+			break
+		}
+		msg, err := nextMsg(ctx, sub, left)
+		if err != nil {
+			break
+		}
+		var a markAnswer
+		if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &a) != nil || a.Instance == "" || a.Mark < 0 {
+			continue
+		}
+		delete(expect, a.Instance)
+		highest = max(highest, a.Mark)
+	}
+	missing := make([]string, 0, len(expect))
+	for h := range expect {
+		missing = append(missing, h)
+	}
+	slices.Sort(missing)
+	return highest, missing
+}
+
+func (m *PeerMarks) warnOnce(missing []string) {
+	m.mu.Lock()
+	var fresh []string
+	for _, h := range missing {
+		if !m.warned[h] {
+			m.warned[h] = true
+			fresh = append(fresh, h)
+		}
+	}
+	m.mu.Unlock()
+	if len(fresh) > 0 {
+		m.cfg.Logger.Warn("vendors that hold worker IDs never answered for their segment marks: allocating without them (if the NATS store was restored, the IDs only they handed out may repeat); upgrade them, or grant them publish on "+MarksSubject(m.cfg.Prefix),
+			"vendors", strings.Join(fresh, ", "))
+	}
+}
