@@ -160,6 +160,7 @@ var (
 	descRenewFails  = prometheus.NewDesc("leaf_worker_lease_renewal_failures_total", "Failed worker-ID lease renewals.", nil, nil)
 	descReady       = prometheus.NewDesc("leaf_ready", "1 while the vendor can vend (what /readyz says).", nil, nil)
 	descConnected   = prometheus.NewDesc("leaf_nats_connected", "1 while the vendor's service connection to NATS is up.", nil, nil)
+	descRewinds     = prometheus.NewDesc("leaf_segment_store_rewinds_total", "Times the segment store was found behind IDs already handed out (restored, failed over to a lagging replica, or writes lost), and raised above them.", nil, nil)
 	descUnseen      = prometheus.NewDesc("leaf_peers_unseen", "Worker IDs held by vendors this one has not seen on the vendors' safety exchange for over a lease TTL: the checks that rest on them miss them.", nil, nil)
 	descSnowEnd     = prometheus.NewDesc("leaf_snowflake_epoch_end_timestamp_seconds", "Unix time at which the 41 time bits after LEAF_EPOCH run out: snowflake requests are refused from then on.", nil, nil)
 )
@@ -167,7 +168,7 @@ var (
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSegLeft, descSegNext, descSegStep, descSegLoads, descSegFailures,
 		descSegLoadDur, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
-		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd, descUnseen} {
+		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd, descUnseen, descRewinds} {
 		ch <- d
 	}
 }
@@ -204,6 +205,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descConnected, b2f(s.NATS))
 	gauge(descSnowEnd, float64(s.Contract.SnowflakeEnds.UnixMilli())/1000)
 	gauge(descUnseen, float64(s.Contract.Unseen))
+	counter(descRewinds, float64(s.Segments.Rewinds))
 }
 
 func b2f(b bool) float64 {

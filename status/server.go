@@ -103,13 +103,17 @@ func (v *State) serveReady(rw http.ResponseWriter, _ *http.Request) {
 		http.Error(rw, "not ready: "+s.NotReady, http.StatusServiceUnavailable)
 		return
 	}
-	if s.Contract.Blind != "" {
-		// Vending is safe within this vendor's JetStream; the checks
-		// across JetStreams miss the vendors it cannot see.
-		fmt.Fprintln(rw, "ready; but this vendor "+s.Contract.Blind)
-		return
-	}
+	// Ready, with what an operator should know: the checks across
+	// JetStreams miss the vendors this one cannot see; a store that went
+	// back was raised above what was handed out, and why it went back is
+	// for the operator to find.
 	fmt.Fprintln(rw, "ready")
+	if s.Contract.Blind != "" {
+		fmt.Fprintln(rw, "but this vendor "+s.Contract.Blind)
+	}
+	if s.Segments.LastRewind != "" {
+		fmt.Fprintln(rw, "note: "+s.Segments.LastRewind)
+	}
 }
 
 func writeJSON(rw http.ResponseWriter, v any) {

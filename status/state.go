@@ -23,6 +23,7 @@ type Keeper interface {
 type Allocator interface {
 	Snapshot() []segment.TagStatus
 	StoreUp() bool
+	Rewinds() (int64, segment.Rewind)
 }
 
 // Rows lists the segment store's rows (segment.AdminStore).
@@ -69,6 +70,10 @@ type State struct {
 func NewState(src Sources) *State {
 	return &State{src: src, started: time.Now().UTC()}
 }
+
+// RewindShown is how long /readyz and the status page tell of a segment
+// store found behind what was handed out.
+const RewindShown = 10 * time.Minute
 
 // Status is one vendor's state as JSON.
 type Status struct {
@@ -144,9 +149,14 @@ type clockStatus struct {
 }
 
 type segmentStatus struct {
-	Store   string      `json:"store"`
-	StoreUp bool        `json:"store_up"`
-	Tags    []tagStatus `json:"tags"`
+	Store   string `json:"store"`
+	StoreUp bool   `json:"store_up"`
+	// Rewinds counts the times the store was found behind what was handed
+	// out (and raised above it); LastRewind says the last, while it is
+	// recent.
+	Rewinds    int64       `json:"rewinds"`
+	LastRewind string      `json:"last_rewind,omitempty"`
+	Tags       []tagStatus `json:"tags"`
 	Rows    []rowStatus `json:"rows,omitempty"`
 	RowsErr string      `json:"rows_error,omitempty"`
 }
@@ -211,6 +221,10 @@ func (v *State) Snapshot(withRows bool) Status {
 	s.Contract.Refused, s.Contract.SnowflakeRefused = gs.SegmentsRefused, gs.SnowflakeRefused
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
 	s.Segments = segmentStatus{Store: v.src.StoreKind, StoreUp: v.src.Allocator.StoreUp()}
+	var rw segment.Rewind
+	if s.Segments.Rewinds, rw = v.src.Allocator.Rewinds(); s.Segments.Rewinds > 0 && time.Since(rw.At) < RewindShown {
+		s.Segments.LastRewind = rw.At.UTC().Format(time.RFC3339) + ": " + rw.String()
+	}
 	buffered := false
 	for _, t := range v.src.Allocator.Snapshot() {
 		ts := tagStatus{

@@ -55,6 +55,9 @@ func (v *vendor) Close(ctx context.Context) error {
 	if v.alloc != nil {
 		v.alloc.Close(ctx)
 	}
+	if v.peerMarks != nil {
+		v.peerMarks.Close(ctx)
+	}
 	if v.closeStore != nil {
 		v.closeStore()
 	}

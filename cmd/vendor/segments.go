@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
-	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // Store kinds, as the cluster contract names them.
@@ -22,8 +25,33 @@ func (c Config) storeKind() string {
 	return kindKV
 }
 
-// openAllocator serves the tags of st.
-func openAllocator(ctx context.Context, cfg Config, log *slog.Logger, st segment.AdminStore) (*segment.Allocator, error) {
-	return segment.Open(ctx, segment.Options{Store: st, Logger: log, MaxStep: cfg.SegmentMaxStep,
+// openAllocator serves the tags of the vendor's store, floored on marks
+// kept outside it: in KV bucket leaf_segment_marks for Postgres, in the
+// vendors themselves for the KV store (which shares its JetStream with any
+// bucket the marks could be kept in).
+func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, replies *vending.Replies) error {
+	cfg := v.cfg
+	var marks segment.Marks
+	if cfg.storeKind() == kindPostgres {
+		var km *kv.Marks
+		if err := retryStartup(ctx, v.log, "open the segment marks", func() (err error) {
+			km, err = kv.OpenMarks(ctx, js, cfg.KVReplicas)
+			return err
+		}); err != nil {
+			return err
+		}
+		marks = km
+	} else {
+		nc := v.svcConn
+		pm, err := cluster.OpenPeerMarks(cluster.PeerMarksConfig{Conn: nc, JS: js, Prefix: cfg.SubjectPrefix, Self: instanceName(),
+			Replies: replies, Fence: func() uint64 { return nc.Stats().Reconnects }, TrustAfter: 2 * cfg.WorkerLeaseTTL, Logger: v.log})
+		if err != nil {
+			return err
+		}
+		v.peerMarks, marks = pm, pm
+	}
+	var err error
+	v.alloc, err = segment.Open(ctx, segment.Options{Store: v.store, Logger: v.log, MaxStep: cfg.SegmentMaxStep, Marks: marks,
 		RateLimit: cfg.SegmentRateLimit, RateBurst: max(cfg.SegmentRateLimit, float64(cfg.MaxRangeBatch))})
+	return err
 }

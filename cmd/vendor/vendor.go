@@ -65,6 +65,7 @@ type vendor struct {
 	store      segment.AdminStore
 	closeStore func()
 	alloc      *segment.Allocator
+	peerMarks  *cluster.PeerMarks // the KV store's marks; nil with Postgres
 	strict     *strictTags
 	segs       *strict.Segments // what the service serves: alloc, strict tags through their leaders
 	keeper     *workerid.Keeper
@@ -104,7 +105,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if v.guard, err = cluster.Open(ctx, v.guardConfig(js, contracts, clock, replies)); err != nil {
 		return err
 	}
-	if v.alloc, err = openAllocator(ctx, cfg, log, v.store); err != nil {
+	if err := v.openAllocator(ctx, js, replies); err != nil {
 		return err
 	}
 	if v.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.alloc, v.guard.SegmentsErr, v.forwarderConfig()); err != nil {
