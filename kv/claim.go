@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	crand "crypto/rand"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -149,9 +150,13 @@ func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
 	return c, nil
 }
 
+// leaseValue is a lease key's value. Token is random to each claim: a
+// revision is no unique fencing token once a store goes back and issues
+// its sequence numbers again, the holder's own value is.
 type leaseValue struct {
 	Holder  string    `json:"holder"`
 	Claimed time.Time `json:"claimed"`
+	Token   string    `json:"token,omitempty"`
 }
 
 func leaseKey(id int) string { return "worker." + strconv.Itoa(id) }
@@ -262,7 +267,7 @@ func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*cl
 	if now.IsZero() { // a server before 2.10: assume the bucket is new
 		now = info.Created
 	}
-	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC()})
+	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC(), Token: crand.Text()})
 	where := WorkersBucket
 	if st, err := leases.Status(ctx); err == nil {
 		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,9 +94,12 @@ func (ls *Leaders) TTL() time.Duration {
 	return ls.ttl
 }
 
+// leadValue is a lead key's value; Token, random to each lead, makes it
+// the lead's own (see leaseValue).
 type leadValue struct {
 	Holder string    `json:"holder"`
 	Since  time.Time `json:"since"`
+	Token  string    `json:"token,omitempty"`
 }
 
 // Lead takes the lease of tag. The bucket is looked at anew each time, so
@@ -105,7 +109,7 @@ func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, _ := json.Marshal(leadValue{Holder: ls.holder, Since: time.Now().UTC()})
+	v, _ := json.Marshal(leadValue{Holder: ls.holder, Since: time.Now().UTC(), Token: rand.Text()})
 	rev, err := b.Create(ctx, tag, v)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		holder, herr := ls.Holder(ctx, tag)
@@ -169,10 +173,24 @@ type Lead struct {
 // until which the holder may serve: a TTL, less a margin for clock rates,
 // after the update was sent, so that it passes before the server can expire
 // the key and let another vendor lead.
+//
+// It first checks that the key still holds this lead's value, as a
+// worker-ID lease's renewal does: a revision alone is no fence once a store
+// goes back.
 func (l *Lead) Renew(ctx context.Context) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
 	defer cancel()
 	sent := time.Now()
+	if e, err := l.kv.Get(ctx, l.tag); err == nil {
+		switch {
+		case string(e.Value()) != string(l.value):
+			return time.Time{}, fmt.Errorf("%w: %q is another lead's now (revision %d, this vendor's was %d): it expired and was taken, or the NATS store went back",
+				strict.ErrLost, l.tag, e.Revision(), l.rev)
+		case e.Revision() < l.rev:
+			return time.Time{}, fmt.Errorf("%w: %q: the NATS store went back: the lead is at revision %d, below the %d this vendor wrote", strict.ErrLost, l.tag, e.Revision(), l.rev)
+		}
+		l.rev = e.Revision() // a renewal of its own whose ack was lost, if later
+	}
 	rev, err := l.kv.Update(ctx, l.tag, l.value, l.rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):

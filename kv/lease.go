@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,10 +26,11 @@ type Lease struct {
 
 	leases   jetstream.KeyValue
 	clocks   jetstream.KeyValue
-	rev      uint64 // lease key's revision
-	clockRev uint64 // clock key's revision
-	recorded int64  // the highest last timestamp written
-	where    string // the bucket, and the JetStream it is in
+	rev      uint64  // lease key's revision
+	clockRev uint64  // clock key's revision
+	recorded int64   // the highest last timestamp written
+	unacked  []int64 // timestamps written whose acks were lost since the last that was acked
+	where    string  // the bucket, and the JetStream it is in
 }
 
 var _ workerid.Holder = (*Lease)(nil)
@@ -162,12 +164,20 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // A lease whose key, or whose bucket, is gone is lost: so is every lease
 // when the NATS store is wiped, and the holder claims anew in the buckets
 // created again.
+//
+// Before it writes, a renewal reads the key and checks that it still
+// holds this claim's value: a store that went back (a NATS server that lost
+// unsynced writes, a store directory restored) issues its revisions again,
+// so a matching revision alone could be another claim of the same ID.
 func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	// A renewal that takes longer than a quarter of the TTL is better
 	// abandoned and retried than waited for.
 	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
 	defer cancel()
 	sent := l.clock.Now()
+	if err := l.verify(ctx); err != nil {
+		return time.Time{}, err
+	}
 	rev, err := l.leases.Update(ctx, leaseKey(l.id), l.value, l.rev)
 	if err != nil {
 		return time.Time{}, l.renewError(ctx, err)
@@ -180,11 +190,14 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	rec := max(deadline.UnixMilli(), last, l.recorded)
 	crev, err := l.writeClock(ctx, rec)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-		// Someone else wrote the timestamp, or our own last write landed
-		// though its ack was lost: either way this lease can no longer
-		// tell what is recorded. Give it up (the window stays shut) and
-		// let the holder claim anew.
-		return time.Time{}, fmt.Errorf("%w: worker ID %d: %w", workerid.ErrLeaseLost, l.id, errClockRaced)
+		// An earlier write of ours may have landed though its ack was
+		// lost: then write again at its revision. Anything else means
+		// this lease can no longer tell what is recorded: give it up (the
+		// window stays shut) and claim anew.
+		if err = l.adoptClock(ctx); err != nil {
+			return time.Time{}, err
+		}
+		crev, err = l.writeClock(ctx, rec)
 	}
 	if err != nil {
 		return time.Time{}, l.renewError(ctx, err)
@@ -192,6 +205,53 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	l.clockRev, l.recorded = crev, rec
 	l.deadline = deadline
 	return deadline, nil
+}
+
+// verify checks that the lease key still holds this claim's value at a
+// revision this holder wrote; a later revision with its value is a renewal
+// of its own whose ack was lost, and is taken up.
+func (l *Lease) verify(ctx context.Context) error {
+	e, err := l.leases.Get(ctx, leaseKey(l.id))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("%w: worker ID %d: its lease is gone from bucket %s (expired, deleted, or the NATS store went back to before the claim)",
+			workerid.ErrLeaseLost, l.id, WorkersBucket)
+	case err != nil:
+		return l.renewError(ctx, err)
+	case string(e.Value()) != string(l.value):
+		holder := "someone else"
+		if v, err := decodeLeaseValue(e.Value()); err == nil {
+			holder = v.Holder
+		}
+		return fmt.Errorf("%w: worker ID %d is %s's now (revision %d; this vendor's was %d): the NATS store went back and the ID was claimed again, or the lease expired and was claimed",
+			workerid.ErrLeaseLost, l.id, holder, e.Revision(), l.rev)
+	case e.Revision() < l.rev:
+		return fmt.Errorf("%w: worker ID %d: the NATS store went back: the lease is at revision %d, below the %d this vendor wrote",
+			workerid.ErrLeaseLost, l.id, e.Revision(), l.rev)
+	}
+	l.rev = e.Revision()
+	return nil
+}
+
+// adoptClock is what a renewal does when its timestamp write finds the key
+// changed: if it holds what an earlier write of this lease wrote, whose ack
+// was lost (at a revision past the last one it knew), that revision is
+// taken up; anything else loses the lease, saying why.
+func (l *Lease) adoptClock(ctx context.Context) error {
+	e, err := l.clocks.Get(ctx, leaseKey(l.id))
+	if err != nil {
+		return fmt.Errorf("%w: worker ID %d: %w (%v)", workerid.ErrLeaseLost, l.id, errClockRaced, err)
+	}
+	ms, epoch, perr := ParseClock(e.Value())
+	switch {
+	case perr == nil && epoch == l.epoch && e.Revision() > l.clockRev && slices.Contains(l.unacked, ms):
+		l.clockRev, l.recorded = e.Revision(), max(l.recorded, ms)
+		return nil
+	case e.Revision() < l.clockRev:
+		return fmt.Errorf("%w: worker ID %d: the NATS store went back: its last timestamp is at revision %d, below the %d this vendor wrote",
+			workerid.ErrLeaseLost, l.id, e.Revision(), l.clockRev)
+	}
+	return fmt.Errorf("%w: worker ID %d: %w", workerid.ErrLeaseLost, l.id, errClockRaced)
 }
 
 // renewError classifies a failed renewal: the key or its bucket gone means
@@ -254,20 +314,26 @@ func revisionMismatch(err error) bool {
 		(api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
+// writeClock records ms at the clock key's revision. A write whose outcome
+// is unknown (its ack lost) is remembered, so that the next renewal can
+// tell it from someone else's.
 func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
 	v := clockValue(ms, l.epoch)
+	var rev uint64
+	var err error
 	if l.clockRev == 0 {
-		rev, err := l.clocks.Create(ctx, leaseKey(l.id), v)
-		if err != nil {
-			return 0, fmt.Errorf("kv: record last timestamp of worker ID %d: %w", l.id, err)
-		}
+		rev, err = l.clocks.Create(ctx, leaseKey(l.id), v)
+	} else {
+		rev, err = l.clocks.Update(ctx, leaseKey(l.id), v, l.clockRev)
+	}
+	switch {
+	case err == nil:
+		l.unacked = l.unacked[:0]
 		return rev, nil
+	case !revisionMismatch(err) && !errors.Is(err, jetstream.ErrKeyExists):
+		l.unacked = append(l.unacked, ms)
 	}
-	rev, err := l.clocks.Update(ctx, leaseKey(l.id), v, l.clockRev)
-	if err != nil {
-		return 0, fmt.Errorf("kv: record last timestamp of worker ID %d: %w", l.id, err)
-	}
-	return rev, nil
+	return 0, fmt.Errorf("kv: record last timestamp of worker ID %d: %w", l.id, err)
 }
 
 // Release records last as the worker ID's last timestamp and deletes the

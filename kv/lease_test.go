@@ -453,3 +453,47 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 
 // ids is the worker IDs first..last.
 func ids(first, last int) *workerid.Range { return &workerid.Range{First: first, Last: last} }
+
+// A renewal checks the lease key holds this claim's value before it
+// writes: a renewal of its own whose ack was lost is taken up; the key
+// gone, or another claim's value there (a store that went back issues its
+// revisions again), loses the lease, saying why.
+func TestRenewalChecksItsOwnValue(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, 2*time.Second)
+	ctx := context.Background()
+	one := workerid.Range{First: 5, Last: 5}
+	l := claim(t, js, LeaseConfig{TTL: 2 * time.Second, IDs: &one})
+	leases, _ := js.KeyValue(ctx, WorkersBucket)
+	clocks, _ := js.KeyValue(ctx, ClocksBucket)
+	// Both of the renewal's writes land, their acks lost: the holder's
+	// revisions are behind its own writes.
+	if _, err := leases.Update(ctx, leaseKey(5), l.value, l.rev); err != nil {
+		t.Fatal(err)
+	}
+	next := time.Now().Add(time.Second).UnixMilli()
+	if _, err := clocks.Update(ctx, leaseKey(5), clockValue(next, l.epoch), l.clockRev); err != nil {
+		t.Fatal(err)
+	}
+	l.unacked = append(l.unacked, next) // as writeClock notes a write whose ack it lost
+	if _, err := l.Renew(ctx, next); err != nil {
+		t.Fatalf("a renewal after its own writes whose acks were lost: %v", err)
+	}
+
+	// Another claim's value at the key: lost, naming the holder.
+	e, _ := leases.Get(ctx, leaseKey(5))
+	other := []byte(`{"holder":"twin/9","claimed":"2026-11-23T12:00:00Z","token":"x"}`)
+	if _, err := leases.Update(ctx, leaseKey(5), other, e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) || !strings.Contains(err.Error(), "twin/9's now") {
+		t.Fatalf("renewal over another claim: %v", err)
+	}
+
+	l2 := claim(t, js, LeaseConfig{TTL: 2 * time.Second, IDs: &workerid.Range{First: 6, Last: 6}})
+	leases.Purge(ctx, leaseKey(6))
+	if _, err := l2.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) || !strings.Contains(err.Error(), "went back to before the claim") {
+		t.Fatalf("renewal of a lease whose key is gone: %v", err)
+	}
+}
