@@ -408,6 +408,9 @@ func TestNATSClusterConfig(t *testing.T) {
 	if !o.JetStream || o.StoreDir == "" {
 		t.Error("docker/nats.conf: JetStream is not enabled with a store_dir")
 	}
+	if !o.SyncAlways {
+		t.Error("docker/nats.conf: JetStream syncs lazily; set sync_interval: always (docs/operations.md)")
+	}
 	if o.Port != 4222 || o.HTTPPort != 8222 {
 		t.Errorf("docker/nats.conf: client port %d, monitoring %d; the compose file assumes 4222 and 8222", o.Port, o.HTTPPort)
 	}

@@ -435,6 +435,14 @@ func TestSecurityDocsConfig(t *testing.T) {
 		"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": pw["LEAF_VENDOR_PASSWORD"],
 	}))
 
+	t.Run("servers sync every write", func(t *testing.T) {
+		// The vendor could see the server's settings, and they are right.
+		for _, bad := range []string{"cannot see whether the NATS servers sync", "syncs JetStream to disk every"} {
+			if strings.Contains(logs.String(), bad) {
+				t.Fatalf("vendor logs %q under the shipped configuration:\n%s", bad, logs.String())
+			}
+		}
+	})
 	t.Run("status page asks the other vendors", func(t *testing.T) {
 		// The cluster table's question ($SRV.STATS.leaf) is allowed: the
 		// page lists this vendor, and asking again logs nothing.
@@ -618,11 +626,10 @@ func wantDenied(t *testing.T, nc *nats.Conn, errs <-chan error, op, subject stri
 	}
 }
 
-// TestClusterTableWithoutPermission runs docs/nats-server-single.conf
-// without the vendor's permission to ask the others ($SRV.STATS.leaf):
-// /cluster.json says so (the page shows it), and refreshing the page logs
-// nothing more.
-func TestClusterTableWithoutPermission(t *testing.T) {
+// editedDocsServer runs docs/nats-server-single.conf with the passwords
+// set, old replaced by new in the docs file named.
+func editedDocsServer(t *testing.T, file, old, new string) *server.Server {
+	t.Helper()
 	for k, v := range map[string]string{
 		"LEAF_VENDOR_PASSWORD": "vendor-pw", "LEAF_CLIENT_PASSWORD": "client-pw",
 		"LEAF_ADMIN_PASSWORD": "admin-pw", "NATS_SYS_PASSWORD": "sys-pw",
@@ -635,18 +642,41 @@ func TestClusterTableWithoutPermission(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const grant = `  "` + status.StatsSubject + `"` + "\n"
-		if name == "nats-accounts.conf" {
-			if !strings.Contains(string(conf), grant) {
-				t.Fatalf("docs/%s does not grant %s on a line of its own", name, status.StatsSubject)
+		if name == file {
+			if !strings.Contains(string(conf), old) {
+				t.Fatalf("docs/%s has no %q", name, old)
 			}
-			conf = []byte(strings.Replace(string(conf), grant, "", 1))
+			conf = []byte(strings.Replace(string(conf), old, new, 1))
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), conf, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := docsServer(t, filepath.Join(dir, "nats-server-single.conf"))
+	return docsServer(t, filepath.Join(dir, "nats-server-single.conf"))
+}
+
+// A vendor on a server that syncs JetStream lazily says so at start, naming
+// the server and the setting; on the shipped configuration it says nothing
+// (TestSecurityDocsConfig).
+func TestLazySyncIsWarned(t *testing.T) {
+	s := editedDocsServer(t, "nats-server-single.conf", "sync_interval: always", "")
+	stop, logs := startVendor(t, authEnv(s.ClientURL(), map[string]string{
+		"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": "vendor-pw",
+	}))
+	if code := stop(); code != 0 {
+		t.Fatalf("vendor exit %d:\n%s", code, logs.String())
+	}
+	if !strings.Contains(logs.String(), "NATS server leaf-1 syncs JetStream to disk every 2m0s, not before acknowledging a write") {
+		t.Fatalf("no warning of the lazy sync:\n%s", logs.String())
+	}
+}
+
+// TestClusterTableWithoutPermission runs docs/nats-server-single.conf
+// without the vendor's permission to ask the others ($SRV.STATS.leaf):
+// /cluster.json says so (the page shows it), and refreshing the page logs
+// nothing more.
+func TestClusterTableWithoutPermission(t *testing.T) {
+	s := editedDocsServer(t, "nats-accounts.conf", `  "`+status.StatsSubject+`"`+"\n", "")
 	stop, logs := startVendor(t, authEnv(s.ClientURL(), map[string]string{
 		"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": "vendor-pw",
 	}))

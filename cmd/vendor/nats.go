@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -80,7 +81,8 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if status.IsStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) {
+			if status.IsStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) ||
+				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), natsserver.VarzSubject)) {
 				return // the askers say it once
 			}
 			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+cfg.SubjectPrefix+".waited.") {
@@ -131,3 +133,21 @@ func connectHint(err error) string {
 
 // redact hides passwords in NATS URLs for logs.
 func redact(s string) string { return admin.Redact(s) }
+
+// checkSync warns when a NATS server syncs JetStream lazily: a power cut
+// takes its store back to before writes it acknowledged (worker-ID leases,
+// segment rows, marks). Only a user of the system account sees the servers'
+// settings; others are told once what to check.
+func (v *vendor) checkSync() {
+	syncs, err := natsserver.Syncs(v.dataConn, 500*time.Millisecond)
+	if err != nil {
+		v.log.Info("cannot see whether the NATS servers sync JetStream writes before acknowledging them (their settings are visible to the system account only): run them with sync_interval: always, or a power cut can take the store back to before acknowledged writes (docs/operations.md)", "err", err)
+		return
+	}
+	for _, s := range syncs {
+		if s.JetStream && !s.Always {
+			v.log.Warn("NATS server "+s.Server+" syncs JetStream to disk every "+s.Interval.String()+", not before acknowledging a write: a power cut takes its store back by up to that long, and what vendors cannot tell from elsewhere is repeated. Set sync_interval: always in its jetstream block (docs/operations.md)",
+				"server", s.Server, "sync_interval", s.Interval)
+		}
+	}
+}

@@ -159,6 +159,9 @@ func (v *vendor) connect(ctx context.Context) (jetstream.JetStream, error) {
 	if err := v.checkReplicas(); err != nil {
 		return nil, err
 	}
+	if v.srv == nil {
+		v.checkSync()
+	}
 	return js, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
 }
 

@@ -59,6 +59,11 @@ func Start(c Config) (*server.Server, error) {
 		NoSigs:                 true,
 		NoLog:                  true,
 		DisableJetStreamBanner: true,
+		// Sync every JetStream write before acknowledging it (nats-server
+		// syncs every 2 minutes by default): worker-ID leases, marks and
+		// segment rows acknowledged are on disk, so a power cut does not
+		// take the store back to before them (docs/operations.md).
+		SyncAlways: true,
 	}
 	if c.Cluster != "" {
 		ch, cp, err := splitHostPort(c.Cluster)
