@@ -138,7 +138,11 @@ func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	l.Release(rctx, l.Last())
+	// This claim vended nothing, but its start recorded its deadline as the
+	// last timestamp: keep it. The other holder's IDs are below its own
+	// deadline, before this one's, and what recorded them may be what the
+	// store lost; the next claimant waits past them.
+	l.Release(rctx, max(l.Last(), l.Deadline().UnixMilli()))
 	if conflict.Same {
 		return conflict // retried: the other holder's lease is gone from the bucket, and it gives the ID up
 	}
