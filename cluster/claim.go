@@ -29,11 +29,6 @@ type ClaimInputs struct {
 	// lease the contract records.
 	Peers       []Peer
 	ContractTTL time.Duration
-	// FirstOnNewStore: the first claim of a vendor that created its
-	// embedded server's store at this start.
-	FirstOnNewStore bool
-	// MaxSkew is LEAF_CLOCK_MAX_SKEW.
-	MaxSkew time.Duration
 }
 
 // ClaimSettings returns the configuration of a claim from base and what
@@ -53,13 +48,6 @@ func ClaimSettings(base kv.LeaseConfig, in ClaimInputs) kv.LeaseConfig {
 		// ahead, and waiting for it is safe.
 		lc.MaxWait = ClockAgreedWait
 	}
-	if in.FirstOnNewStore {
-		// Vendors attached to an earlier server on this address may have
-		// used any millisecond up to now plus their clocks' skew: each
-		// kept within LEAF_CLOCK_MAX_SKEW of that server, which ran on
-		// this host.
-		lc.NewStore, lc.ClockAhead = true, max(in.Ahead, in.MaxSkew+ClockMargin)
-	}
 	return lc
 }
 
@@ -72,18 +60,17 @@ func ClaimSettings(base kv.LeaseConfig, in ClaimInputs) kv.LeaseConfig {
 // from it which worker ID this vendor holds.
 func (g *Guard) Claim(ctx context.Context, r workerid.ClaimRequest) (workerid.Holder, error) {
 	if err := g.SnowflakeErr(); err != nil {
-		r.Report(err.Error())
+		r.Report(err.Error(), time.Time{})
 		return nil, err
 	}
 	samples, peers := g.sampleClocks(ctx)
 	ahead, err := CheckClocks(samples, g.cfg.MaxSkew)
 	if err != nil {
-		r.Report(err.Error())
+		r.Report(err.Error(), time.Time{})
 		return nil, err
 	}
 	g.mu.Lock()
-	in := ClaimInputs{Samples: len(samples), Ahead: ahead, Peers: peers, ContractTTL: g.core.ContractTTL(),
-		FirstOnNewStore: g.cfg.NewStore && !g.claimed, MaxSkew: g.cfg.MaxSkew}
+	in := ClaimInputs{Samples: len(samples), Ahead: ahead, Peers: peers, ContractTTL: g.core.ContractTTL()}
 	g.mu.Unlock()
 	lc := ClaimSettings(g.cfg.Lease, in)
 	lc.IDs, lc.Report = &r.IDs, r.Report
@@ -95,7 +82,6 @@ func (g *Guard) Claim(ctx context.Context, r workerid.ClaimRequest) (workerid.Ho
 		return nil, err
 	}
 	g.mu.Lock()
-	g.claimed = true
 	g.holding = holding{PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()}}
 	g.mu.Unlock()
 	if l.TTL() != g.cfg.Lease.TTL {
@@ -112,7 +98,7 @@ func (g *Guard) sampleClocks(ctx context.Context) ([]ClockSample, []Peer) {
 	if offset, rtt, err := kv.ServerClock(ctx, g.cfg.JS, g.clock); err == nil {
 		samples = append(samples, ClockSample{"the NATS server", offset, rtt})
 	}
-	replies, _, _ := g.askPeers(ctx)
+	replies, _, _ := g.askPeers(ctx, -1)
 	var peers []Peer
 	for _, r := range replies {
 		samples = append(samples, PeerSample(r))
@@ -127,7 +113,7 @@ func (g *Guard) sampleClocks(ctx context.Context) ([]ClockSample, []Peer) {
 // (the claim is given up: a setting to change), or got it from a store
 // that went back (this vendor waits until that lease ends).
 func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
-	replies, _, _ := g.askPeers(ctx)
+	replies, _, _ := g.askPeers(ctx, l.ID())
 	var peers []Peer
 	for _, r := range replies {
 		peers = append(peers, r.Peer)

@@ -38,10 +38,8 @@ type Config struct {
 	Kind  string
 	Self  string
 	// Lease is the configuration of every claim (kv.Claim); the Guard
-	// fills in the clock check's results. NewStore is set when the vendor
-	// created its embedded server's store at this start.
-	Lease    kv.LeaseConfig
-	NewStore bool
+	// fills in the clock check's results.
+	Lease kv.LeaseConfig
 	// MaxSkew is LEAF_CLOCK_MAX_SKEW: how far this clock may be from the
 	// NATS server's and the live peers' before a claim.
 	MaxSkew time.Duration
@@ -79,7 +77,6 @@ type Guard struct {
 	unseen  map[int]time.Time // held worker IDs no answering peer holds, since when
 	blind   string            // which held worker IDs no peer has answered for over a TTL
 	nblind  int               // how many
-	claimed bool              // a claim succeeded once
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -196,7 +193,14 @@ func (g *Guard) observe(ctx context.Context) Observation {
 			o.Store.Gone = true
 		}
 	}
-	replies, held, err := g.askPeers(ctx)
+	g.mu.Lock()
+	self := g.holding
+	g.mu.Unlock()
+	own := -1
+	if self.Held {
+		own = self.ID
+	}
+	replies, held, err := g.askPeers(ctx, own)
 	o.PeersErr = err
 	for _, r := range replies {
 		o.Peers = append(o.Peers, r.Peer)
@@ -211,18 +215,17 @@ func (g *Guard) observe(ctx context.Context) Observation {
 }
 
 // askPeers asks the live vendors, expecting an answer from the holder of
-// every other held worker ID, and returns the IDs held.
-func (g *Guard) askPeers(ctx context.Context) ([]Reply, map[int]bool, error) {
+// every held worker ID but own (this vendor's, -1 for none), and returns
+// the IDs held.
+func (g *Guard) askPeers(ctx context.Context, own int) ([]Reply, map[int]bool, error) {
 	held, err := kv.HeldWorkerIDs(ctx, g.cfg.JS)
 	if err != nil {
 		held = map[int]bool{}
 	}
 	expect := len(held)
-	g.mu.Lock()
-	if g.holding.Held && held[g.holding.ID] {
+	if held[own] {
 		expect--
 	}
-	g.mu.Unlock()
 	replies, err := g.asker.Ask(ctx, peerWait, peerGrace, expect, g.clock)
 	if errors.Is(err, ErrPeersDenied) {
 		return nil, held, nil // the Asker has said so

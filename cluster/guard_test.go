@@ -67,7 +67,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		t.Fatalf("gates after the first check: %v, %v", a.SnowflakeErr(), a.SegmentsErr())
 	}
 	one := workerid.Range{First: 5, Last: 5}
-	h, err := b.Claim(ctx, workerid.ClaimRequest{IDs: one, Report: func(string) {}})
+	h, err := b.Claim(ctx, workerid.ClaimRequest{IDs: one, Report: func(string, time.Time) {}})
 	if err != nil {
 		t.Fatal(err)
 	}

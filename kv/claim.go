@@ -82,22 +82,14 @@ type LeaseConfig struct {
 	// any holder from before the bucket has stopped, and this clock is past
 	// every millisecond it used.
 	ClockAhead time.Duration
-	// NewStore says the buckets are in a JetStream store the caller
-	// created empty at this start (an embedded server on a new store
-	// directory). The only earlier holders are then vendors attached to an
-	// earlier server at its address, and they vend no more until they renew
-	// on this one (workerid.Config.Fence), which they cannot: Claim records
-	// every unrecorded worker ID of its range at ClockAhead from now, past
-	// every millisecond they can have used, and every claimant, this one
-	// too, waits past that instead of a TTL.
-	NewStore bool
 	// WaitHeld, for a claim of one worker ID (IDs of size 1), waits up to
 	// the TTL for a lease someone else holds to expire, instead of failing
 	// at once: the stale lease of a process killed before it could release
 	// it. A lease renewed meanwhile fails the claim with ErrHeldByLive.
 	WaitHeld bool
-	// Report, when set, is told in a sentence why Claim is waiting.
-	Report func(string)
+	// Report, when set, is told in a sentence why Claim is waiting, and
+	// until when.
+	Report func(why string, until time.Time)
 	// Logger receives the worker IDs passed over because their records
 	// cannot be believed. Default: discard.
 	Logger *slog.Logger
@@ -139,7 +131,7 @@ func (c LeaseConfig) withDefaults() (LeaseConfig, error) {
 		c.ClockAhead = 0
 	}
 	if c.Report == nil {
-		c.Report = func(string) {}
+		c.Report = func(string, time.Time) {}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -176,11 +168,6 @@ func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, 
 	cl, err := newClaimer(ctx, js, c)
 	if err != nil {
 		return nil, err
-	}
-	if c.NewStore {
-		if err := cl.seed(ctx); err != nil {
-			return nil, err
-		}
 	}
 	ids := *c.IDs
 	if c.WaitHeld && ids.Size() == 1 {
@@ -282,18 +269,6 @@ func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*cl
 	}, nil
 }
 
-// seed records, for every worker ID of the range with no record, a last
-// timestamp ClockAhead from now (see LeaseConfig.NewStore).
-func (cl *claimer) seed(ctx context.Context) error {
-	v := clockValue(cl.cfg.Clock.Now().Add(cl.cfg.ClockAhead).UnixMilli(), cl.cfg.Epoch)
-	for id := cl.cfg.IDs.First; id <= cl.cfg.IDs.Last; id++ {
-		if _, err := cl.clocks.Create(ctx, leaseKey(id), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("kv: record the last timestamp of worker ID %d in a new store: %w", id, err)
-		}
-	}
-	return nil
-}
-
 // held returns the worker IDs whose lease keys exist, as far as a bounded
 // listing finds them: a hint that saves a Create per held ID.
 func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
@@ -335,7 +310,7 @@ func HeldWorkerIDs(ctx context.Context, js jetstream.JetStream) (map[int]bool, e
 // would outlive it. It fails with jetstream.ErrKeyExists when id is held and
 // workerid.ErrClockBehind when the wait would be longer.
 func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease, error) {
-	last, _, err := readClock(ctx, cl.clocks, id, cl.cfg.Epoch)
+	last, _, _, err := readClock(ctx, cl.clocks, id, cl.cfg.Epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +321,7 @@ func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease,
 	}
 	if ahead > time.Second && ahead <= wait {
 		cl.cfg.Report(fmt.Sprintf("worker ID %d's last timestamp is %v ahead of this clock (an earlier holder's clock ran ahead, or it vended with a later epoch): waiting for it",
-			id, ahead.Round(time.Millisecond)))
+			id, ahead.Round(time.Millisecond)), time.Now().Add(ahead))
 	}
 	if err := workerid.WaitPast(ctx, cl.cfg.Clock, last, wait); err != nil {
 		return nil, fmt.Errorf("worker ID %d: %w", id, err)
@@ -395,7 +370,7 @@ func (cl *claimer) waitHeld(ctx context.Context, id int) (*Lease, error) {
 			seen = e.Revision()
 			// The server expires the key one TTL after its last update.
 			cl.cfg.Report(fmt.Sprintf("worker ID %d is still leased (%s); waiting up to %v for that lease to expire, as a process killed without releasing it leaves it behind",
-				id, who, time.Until(e.Created().Add(cl.ttl)).Round(time.Second)))
+				id, who, time.Until(e.Created().Add(cl.ttl)).Round(time.Second)), e.Created().Add(cl.ttl))
 		case e.Revision() != seen:
 			return nil, fmt.Errorf("%w: worker ID %d (%s) was renewed while this claim waited for it to expire", ErrHeldByLive, id, who)
 		}

@@ -40,24 +40,24 @@ var _ workerid.Holder = (*Lease)(nil)
 // recorded a later timestamp after Claim read it, the write fails and start
 // waits past that one too.
 //
-// A worker ID with no recorded timestamp in a bucket younger than a TTL is
-// one no holder of this bucket ever used, or one whose record was lost with
-// an earlier bucket (a wiped NATS store), whose last holder may still be
-// vending until its deadline, a TTL after the wipe at most, since it can
-// renew no more. Then fresh is how long until that deadline has passed for
+// A worker ID with no recorded timestamp (and no seed) in a bucket younger
+// than a TTL is one no holder of this bucket ever used, or one whose record
+// was lost with an earlier bucket (a wiped NATS store), whose last holder
+// may still be vending until its deadline, a TTL after the wipe at most,
+// since it can renew no more. Then fresh is how long until that deadline has passed for
 // every clock, and start records, and waits past while renewing, the
 // millisecond fresh from now.
-func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report func(string)) error {
+func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report func(string, time.Time)) error {
 	for {
-		last, rev, err := readClock(ctx, l.clocks, l.id, l.epoch)
+		last, rev, known, err := readClock(ctx, l.clocks, l.id, l.epoch)
 		if err != nil {
 			return err
 		}
-		quarantine := rev == 0 && fresh > 0
+		quarantine := !known && fresh > 0
 		if quarantine {
 			last = l.clock.Now().Add(fresh).UnixMilli()
-			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, until no earlier holder can still be vending with it",
-				l.id, ClocksBucket, fresh.Round(time.Millisecond)))
+			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, until no earlier holder can still be vending with it; this passes by itself, once per new cluster or loss",
+				l.id, ClocksBucket, fresh.Round(time.Millisecond)), time.Now().Add(fresh))
 		} else if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)
 		}
@@ -100,22 +100,69 @@ func (l *Lease) waitPastRenewing(ctx context.Context, last int64) error {
 }
 
 // readClock returns worker ID id's last timestamp, in the Unix ms of a
-// holder with snowflake epoch epoch (see inEpoch), and its revision (0, 0
-// when none was ever recorded).
-func readClock(ctx context.Context, clocks jetstream.KeyValue, id int, epoch int64) (int64, uint64, error) {
-	e, err := clocks.Get(ctx, leaseKey(id))
+// holder with snowflake epoch epoch (see inEpoch), and its revision (0 when
+// none was recorded). known is false when nothing bounds the timestamps of
+// its earlier holders: no record, and no seed (SeedClocks).
+func readClock(ctx context.Context, clocks jetstream.KeyValue, id int, epoch int64) (last int64, rev uint64, known bool, err error) {
+	key := leaseKey(id)
+	e, err := clocks.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, 0, nil
+		key = seedKey
+		e, err = clocks.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, 0, false, nil
+		}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("kv: read last timestamp of worker ID %d: %w", id, err)
+		return 0, 0, false, fmt.Errorf("kv: read last timestamp of worker ID %d: %w", id, err)
 	}
 	last, theirs, err := ParseClock(e.Value())
 	if err != nil {
-		return 0, 0, corrupt(ClocksBucket, leaseKey(id), e.Revision(), e.Value(), err,
-			fmt.Sprintf("Worker ID %d is not claimed while it is; if no vendor used it in the last minutes, reset it with: vendor cluster reset-worker %d", id, id))
+		fix := fmt.Sprintf("Worker ID %d is not claimed while it is; if no vendor used it in the last minutes, reset it with: vendor cluster reset-worker %d", id, id)
+		if key == seedKey {
+			fix = "Worker IDs with no last timestamp are not claimed while it is; delete it (nats kv del " + ClocksBucket + " " + seedKey + "): they then wait a lease TTL once"
+		}
+		return 0, 0, false, corrupt(ClocksBucket, key, e.Revision(), e.Value(), err, fix)
 	}
-	return inEpoch(last, theirs, epoch), e.Revision(), nil
+	if key == seedKey {
+		return inEpoch(last, theirs, epoch), 0, true, nil
+	}
+	return inEpoch(last, theirs, epoch), e.Revision(), true, nil
+}
+
+// seedKey, in the clocks bucket, bounds the last timestamps of worker IDs
+// that have none recorded: see SeedClocks.
+const seedKey = "seed"
+
+// SeedClocks records, in a store that has no clocks bucket yet, a bound on
+// every timestamp vended with a worker ID it has not recorded: the Unix ms
+// bound, taken by an embedded server's vendor when it starts on a store of
+// its own in which no vendor ever recorded one. The only vendors that can
+// have vended with worker IDs the store does not know were attached to an
+// earlier server at the address, with another store, and they vend no
+// more until they renew on this one (workerid.Config.Fence), which they
+// cannot: each stopped before now, on a clock within the allowed skew of
+// this one (bound is now plus that skew). A claim then waits past bound
+// instead of holding a worker ID back a lease TTL, as it does in a young
+// bucket with no seed (a new cluster on an external server, or lost
+// state). A store that already has the bucket is left alone: seeded is
+// false.
+func SeedClocks(ctx context.Context, js jetstream.JetStream, c LeaseConfig, bound int64) (seeded bool, err error) {
+	if _, err := js.KeyValue(ctx, ClocksBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false, err
+	}
+	c, err = c.withDefaults()
+	if err != nil {
+		return false, err
+	}
+	_, clocks, _, err := workerBuckets(ctx, js, c)
+	if err != nil {
+		return false, err
+	}
+	if _, err := clocks.Create(ctx, seedKey, clockValue(bound, c.Epoch)); err != nil {
+		return false, fmt.Errorf("kv: seed bucket %s: %w", ClocksBucket, err)
+	}
+	return true, nil
 }
 
 // clockValue is what the clocks bucket records: ms and the epoch the

@@ -35,7 +35,7 @@ func TestBucketsStartTheirRevisionsAtTheirCreation(t *testing.T) {
 func TestWipedBucketsLoseLeasesAndNewClaimsWait(t *testing.T) {
 	const ttl = 2 * time.Second
 	var reports []string
-	w := wipeAndReclaim(t, ttl, LeaseConfig{TTL: ttl, IDs: ids(3, 3), Report: func(r string) { reports = append(reports, r) }})
+	w := wipeAndReclaim(t, ttl, LeaseConfig{TTL: ttl, IDs: ids(3, 3), Report: func(r string, _ time.Time) { reports = append(reports, r) }})
 	if w.waited < ttl {
 		t.Fatalf("the claim in the new buckets returned after %v, before a TTL (%v)", w.waited, ttl)
 	}
@@ -142,7 +142,7 @@ func TestUnrecordedIDsInAnOldBucketAreNotHeldBack(t *testing.T) {
 	}
 	time.Sleep(ttl + 200*time.Millisecond) // the bucket comes of age
 	var reports []string
-	claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(8, 8), Report: func(r string) { reports = append(reports, r) }})
+	claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(8, 8), Report: func(r string, _ time.Time) { reports = append(reports, r) }})
 	if len(reports) > 0 {
 		t.Fatalf("the claim in an old bucket waited: %q", reports)
 	}
@@ -159,7 +159,7 @@ func TestWaitHeldWaitsForAStaleLease(t *testing.T) {
 	var reports []string
 	started := time.Now()
 	l, err := Claim(context.Background(), newJS(t, s), LeaseConfig{TTL: ttl, IDs: ids(42, 42), WaitHeld: true,
-		Report: func(r string) { reports = append(reports, r) }})
+		Report: func(r string, _ time.Time) { reports = append(reports, r) }})
 	if err != nil {
 		t.Fatalf("claim after a stale lease: %v", err)
 	}
@@ -226,5 +226,53 @@ func TestServerClock(t *testing.T) {
 	}
 	if _, _, err := ServerClock(context.Background(), newJS(t, natstest.Server(t)), nil); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("server clock without the bucket: %v", err)
+	}
+}
+
+// A store its embedded server's vendor seeded when it found no clocks
+// bucket claims worker IDs with no record at once, past the seed, instead
+// of holding them back a lease TTL as a young bucket otherwise does; a
+// store that has the bucket is not seeded again, and a seed that cannot be
+// read is an error naming it.
+func TestSeededClocks(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	ctx := context.Background()
+	cfg := LeaseConfig{TTL: 30 * time.Second, IDs: ids(5, 5)}
+	bound := time.Now().Add(100 * time.Millisecond).UnixMilli()
+	if seeded, err := SeedClocks(ctx, js, cfg, bound); err != nil || !seeded {
+		t.Fatalf("SeedClocks on a new store: %v, %v", seeded, err)
+	}
+	if seeded, err := SeedClocks(ctx, js, cfg, bound+1e6); err != nil || seeded {
+		t.Fatalf("SeedClocks again: %v, %v; want the bucket left alone", seeded, err)
+	}
+	var reports []string
+	cfg.Report = func(r string, _ time.Time) { reports = append(reports, r) }
+	l := claim(t, js, cfg)
+	if len(reports) > 0 {
+		t.Fatalf("the claim on a seeded store waited: %q", reports)
+	}
+	if l.Last() != bound {
+		t.Fatalf("the claim's previous last timestamp is %d, want the seed %d", l.Last(), bound)
+	}
+	g := leasedGen(t, l, nil)
+	id, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := snowflake.Decode(id, snowflake.DefaultEpoch); err != nil || p.UnixMilli <= bound {
+		t.Fatalf("first ID %+v (%v), not past the seed %d", p, err, bound)
+	}
+
+	clocks, err := js.KeyValue(ctx, ClocksBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clocks.Put(ctx, seedKey, []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = readClock(ctx, clocks, 6, snowflake.DefaultEpoch)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "nats kv del "+ClocksBucket+" seed") {
+		t.Fatalf("a corrupt seed: %v", err)
 	}
 }

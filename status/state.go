@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -157,8 +158,8 @@ type segmentStatus struct {
 	Rewinds    int64       `json:"rewinds"`
 	LastRewind string      `json:"last_rewind,omitempty"`
 	Tags       []tagStatus `json:"tags"`
-	Rows    []rowStatus `json:"rows,omitempty"`
-	RowsErr string      `json:"rows_error,omitempty"`
+	Rows       []rowStatus `json:"rows,omitempty"`
+	RowsErr    string      `json:"rows_error,omitempty"`
 }
 
 // rowStatus is a row of the segment store, named as in the table.
@@ -261,6 +262,9 @@ func notReady(s Status, ks workerid.Status, buffered bool) string {
 		why := "no worker-ID lease held"
 		if ks.Waiting != "" {
 			why += ": " + ks.Waiting
+			if left := ks.WaitingUntil.Sub(s.Now); !ks.WaitingUntil.IsZero() && left > 0 {
+				why += fmt.Sprintf(" (%v left)", left.Round(100*time.Millisecond))
+			}
 		} else if ks.LastError != nil {
 			why += ": " + ks.LastError.Error()
 		}

@@ -65,8 +65,9 @@ type ClaimRequest struct {
 	// IDs bounds the worker IDs to claim: One(id) for a static worker ID.
 	IDs Range
 	// Report tells the Keeper, in a sentence for people, why the claim
-	// is waiting; Status shows it until the claim ends.
-	Report func(string)
+	// is waiting, and until when (zero when that is not known); Status
+	// shows it until the claim ends.
+	Report func(why string, until time.Time)
 }
 
 // Static is a pinned worker ID. It keeps its last timestamp in File as well
@@ -126,6 +127,7 @@ type Keeper struct {
 	mu        sync.Mutex // guards the fields below and replacing gen
 	info      Info
 	waiting   string          // why the claim in progress waits
+	until     time.Time       // until when, zero when unknown
 	lastErr   error           // of the last failed claim, until one succeeds
 	clockBase snowflake.Stats // clock counters of generators replaced
 }
@@ -261,7 +263,7 @@ func (k *Keeper) claimRetrying(ctx context.Context) (*snowflake.Generator, Holde
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		g, h, every, err := k.claim(ctx)
 		if err == nil {
-			k.report("")
+			k.report("", time.Time{})
 			return g, h, every, nil
 		}
 		if ctx.Err() != nil {
@@ -316,7 +318,7 @@ func (k *Keeper) claim(ctx context.Context) (*snowflake.Generator, Holder, time.
 		k.releaseUnused(ctx, h)
 		return nil, nil, 0, Permanent(err)
 	}
-	k.report("")
+	k.report("", time.Time{})
 	settings := k.cfg.Generator
 	settings.WorkerID, settings.Last, settings.Leased = h.ID(), h.Last(), true
 	g, err := snowflake.New(settings)
@@ -471,14 +473,17 @@ func (k *Keeper) setInfo(i Info) {
 	k.mu.Unlock()
 }
 
-// report records why the claim in progress waits ("" once it does not),
-// and logs it when it changes.
-func (k *Keeper) report(why string) {
+// report records why the claim in progress waits ("" once it does not)
+// and until when, and logs it when it changes.
+func (k *Keeper) report(why string, until time.Time) {
 	k.mu.Lock()
 	changed := k.waiting != why
-	k.waiting = why
+	k.waiting, k.until = why, until
 	k.mu.Unlock()
-	if changed && why != "" {
+	switch {
+	case changed && why != "" && !until.IsZero():
+		k.log.Info("claiming a worker ID: "+why, "until", until.UTC().Format(time.RFC3339Nano))
+	case changed && why != "":
 		k.log.Info("claiming a worker ID: " + why)
 	}
 }
@@ -519,8 +524,10 @@ type Status struct {
 	// LastError is why the last claim failed, while none has succeeded
 	// since.
 	LastError error
-	// Waiting is why the claim in progress waits, when it says.
-	Waiting string
+	// Waiting is why the claim in progress waits, when it says, and
+	// WaitingUntil until when (zero when it does not know).
+	Waiting      string
+	WaitingUntil time.Time
 }
 
 // Status returns the Keeper's state.
@@ -534,6 +541,7 @@ func (k *Keeper) Status() Status {
 		Clock:           k.clockBase,
 		LastError:       k.lastErr,
 		Waiting:         k.waiting,
+		WaitingUntil:    k.until,
 	}
 	if ns := k.deadline.Load(); ns != 0 {
 		s.Deadline = time.Unix(0, ns)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,6 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := cfg.logger(stderr)
 	if err := serve(ctx, cfg, log); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped (SIGINT, SIGTERM) before it served: nothing failed.
+			log.Info("vendor stopped before it served: signal received")
+			return 0
+		}
 		log.Error("vendor stopped", "err", err)
 		return 1
 	}

@@ -509,3 +509,59 @@ func TestComposeSetsOnlyVariablesTheVendorReads(t *testing.T) {
 		t.Fatal("compose.yaml sets no LEAF_ variable: the test read nothing")
 	}
 }
+
+// A first start on a new embedded store that fails after its buckets were
+// made leaves nothing that makes the next start wait: the store was seeded
+// with a bound on every worker ID's last timestamp, so the claim takes one
+// at once instead of holding it back a lease TTL, as a young bucket
+// otherwise would.
+func TestFailedFirstStartLeavesNoWait(t *testing.T) {
+	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+	t.Setenv("LEAF_NATS_LISTEN", "127.0.0.1:"+strconv.Itoa(natstest.FreePort(t)))
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LEAF_HTTP_ADDR", taken.Addr().String())
+	var out syncBuffer
+	if code := run(context.Background(), nil, &out, &out); code != 1 || !strings.Contains(out.String(), "LEAF_HTTP_ADDR") {
+		t.Fatalf("first start with its HTTP address taken: exit %d\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "cluster contract recorded") {
+		t.Fatalf("the first start failed before it made its buckets; the test needs one that fails after:\n%s", out.String())
+	}
+	taken.Close()
+	stop, logs := startVendor(t, nil)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, logs.String())
+	}
+	if strings.Contains(logs.String(), "waiting") {
+		t.Fatalf("the start after a failed first start waited:\n%s", logs.String())
+	}
+}
+
+// A vendor stopped by a signal while its claim waits (a new cluster on an
+// external server holds worker IDs back a lease TTL) stops cleanly, and its
+// readiness said meanwhile how long was left.
+func TestSignalWhileWaitingToClaim(t *testing.T) {
+	s := natstest.Server(t)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_HTTP_ADDR", "127.0.0.1:0")
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, nil, logs, logs) }()
+	eventually(t, 20*time.Second, "the claim to wait", func() bool { return strings.Contains(logs.String(), "claiming a worker ID: ") })
+	_, body := get(t, httpURL(t, logs)+"readyz")
+	if !strings.Contains(body, "passes by itself") || !strings.Contains(body, "s left)") {
+		t.Fatalf("/readyz while the claim waits: %s", body)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d after a signal while waiting:\n%s", c, logs.String())
+	}
+	if out := logs.String(); !strings.Contains(out, "vendor stopped before it served") || strings.Contains(out, "level=ERROR") {
+		t.Fatalf("logs:\n%s", out)
+	}
+}

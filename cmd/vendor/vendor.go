@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
+	"net"
 	"strconv"
 	"time"
 
@@ -56,7 +54,6 @@ type vendor struct {
 
 	lock       *natsserver.StoreLock // embedded server's store directory
 	srv        *server.Server        // embedded server; nil with LEAF_NATS_URL
-	newStore   bool                  // the embedded server's store was created empty by this process
 	dataConn   *nats.Conn            // leases and stores; up until the lease is released
 	svcConn    *nats.Conn            // the service's and the vendors' exchange; drained at Close
 	svcClosed  <-chan struct{}
@@ -97,6 +94,9 @@ func (v *vendor) open(ctx context.Context) error {
 		return err
 	}
 	v.stopClock = stopClock
+	if err := v.seedClocks(ctx, js, clock); err != nil {
+		return err
+	}
 	contracts, err := v.openStore(ctx, js)
 	if err != nil {
 		return err
@@ -218,7 +218,6 @@ func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, cl
 			WaitHeld: static >= 0,
 			Logger:   v.log,
 		},
-		NewStore:  v.newStore,
 		MaxSkew:   cfg.ClockMaxSkew,
 		JS:        js,
 		Contracts: contracts,
@@ -326,6 +325,29 @@ func checkMaxPayload(maxBatch int, maxPayload int64) error {
 // newline. A binary reply takes 8.
 const maxTextBytes = 20
 
+// seedClocks bounds, in an embedded server's store where no vendor ever
+// recorded a worker ID's last timestamp, the timestamps of worker IDs it
+// has no record of (kv.SeedClocks): by this clock, plus the skew other
+// vendors' clocks may have; none when the server listens on loopback, where
+// every vendor attached to an earlier server at the address ran on this
+// host. Claims then wait that little instead of a lease TTL, now and at
+// every later start, a start that failed included.
+func (v *vendor) seedClocks(ctx context.Context, js jetstream.JetStream, clock snowflake.Clock) error {
+	if v.srv == nil {
+		return nil
+	}
+	skew := v.cfg.ClockMaxSkew
+	if host, _, err := net.SplitHostPort(v.cfg.NATSListen); err == nil && (host == "localhost" || net.ParseIP(host).IsLoopback()) {
+		skew = 0
+	}
+	bound := clock.Now().Add(skew + cluster.ClockMargin).UnixMilli()
+	lc := v.guardConfig(js, nil, clock, nil).Lease
+	return retryStartup(ctx, v.log, "seed the worker IDs' last timestamps", func() error {
+		_, err := kv.SeedClocks(ctx, js, lc, bound)
+		return err
+	})
+}
+
 // startEmbedded locks the store directory and starts the embedded server
 // on it; it returns the server's client URL.
 func (v *vendor) startEmbedded() (string, error) {
@@ -342,10 +364,6 @@ func (v *vendor) startEmbedded() (string, error) {
 		return "", err
 	}
 	v.lock = lock
-	// No JetStream data yet: this store, and the buckets in it, are new.
-	if _, err := os.Stat(filepath.Join(cfg.NATSStoreDir, "jetstream")); errors.Is(err, fs.ErrNotExist) {
-		v.newStore = true
-	}
 	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
 	if errors.Is(err, natsserver.ErrAddrInUse) {
 		return "", fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
