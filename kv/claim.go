@@ -2,11 +2,11 @@ package kv
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	crand "crypto/rand"
 	"math/rand/v2"
 	"strconv"
 	"strings"
