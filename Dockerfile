@@ -11,10 +11,13 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS TARGETARCH
+# The commit `vendor version` reports (the context has no .git):
+# docker build --build-arg REVISION=$(git rev-parse HEAD) ...
+ARG REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -buildvcs=false -ldflags='-s -w' -o /out/ \
+    go build -trimpath -buildvcs=false -ldflags="-s -w -X main.buildRevision=${REVISION}" -o /out/ \
       ./cmd/vendor ./cmd/loadgen
 
 FROM gcr.io/distroless/static-debian12:nonroot

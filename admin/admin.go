@@ -36,6 +36,9 @@ var (
 type Env struct {
 	NATSURL     string        // LEAF_NATS_URL; "" for the embedded server's store in StoreDir
 	StoreDir    string        // LEAF_NATS_STORE_DIR
+	// Listen is LEAF_NATS_LISTEN: where a vendor running with the embedded
+	// server (from another directory) is found when StoreDir is not there.
+	Listen string
 	NATSOptions []nats.Option // authentication and TLS
 	PostgresURL string        // LEAF_POSTGRES_URL; "" keeps segments in JetStream KV
 	KVReplicas  int           // of a KV segment store the command creates
@@ -115,39 +118,19 @@ func Redact(s string) string {
 
 // Open connects to the NATS a vendor of env would use. For the
 // embedded default it goes through the vendor that holds
-// LEAF_NATS_STORE_DIR (its lock file names its address) or, when none does,
-// opens the directory itself and holds it meanwhile; create allows a
-// directory that does not exist yet.
+// LEAF_NATS_STORE_DIR (its lock file names its address); when there is no
+// such directory, through a vendor's embedded server at LEAF_NATS_LISTEN
+// (one started in another directory); else it opens the directory itself
+// and holds it meanwhile. create allows a directory that does not exist
+// yet, when no vendor answers at LEAF_NATS_LISTEN.
 func Open(env Env, create bool, hint func(error) string) (*Admin, error) {
 	a := &Admin{env: env, stopServer: func() {}}
 	natsURL := env.NATSURL
 	a.where = "NATS at " + Redact(natsURL)
 	if natsURL == "" {
-		dir, err := filepath.Abs(env.StoreDir)
-		if err != nil {
+		var err error
+		if natsURL, a.where, a.stopServer, err = embedded(env, create); err != nil {
 			return nil, err
-		}
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !create {
-			return nil, fmt.Errorf("%w at %s: run this where the vendor runs, or set LEAF_NATS_STORE_DIR (or LEAF_NATS_URL, LEAF_POSTGRES_URL) as the vendor has it", ErrNoStore, dir)
-		}
-		lock, err := natsserver.LockStore(dir)
-		switch {
-		case errors.Is(err, natsserver.ErrStoreInUse):
-			url, uerr := natsserver.StoreURL(dir)
-			if uerr != nil || url == "" {
-				return nil, fmt.Errorf("%w; set LEAF_NATS_URL to the address of the vendor using it", err)
-			}
-			natsURL, a.where = url, "the store "+dir+" of the vendor at "+url
-		case err != nil:
-			return nil, err
-		default:
-			srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: dir, Name: "leaf-admin"})
-			if err != nil {
-				lock.Close()
-				return nil, fmt.Errorf("open the embedded store %s: %w", dir, err)
-			}
-			natsURL, a.where = srv.ClientURL(), "the store "+dir
-			a.stopServer = func() { srv.Shutdown(); srv.WaitForShutdown(); lock.Close() }
 		}
 	}
 	var err error
@@ -160,6 +143,67 @@ func Open(env Env, create bool, hint func(error) string) (*Admin, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// embedded returns the URL of the embedded store env names, where it is
+// and what stops the server embedded started for it (see Open).
+func embedded(env Env, create bool) (url, where string, stop func(), err error) {
+	stop = func() {}
+	dir, err := filepath.Abs(env.StoreDir)
+	if err != nil {
+		return "", "", stop, err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if url := vendorAt(env); url != "" {
+			return url, "the vendor's embedded server at " + url, stop, nil
+		}
+		if !create {
+			return "", "", stop, fmt.Errorf("%w at %s, and no vendor's embedded server at LEAF_NATS_LISTEN (%s): run this where the vendor runs, or set LEAF_NATS_STORE_DIR (or LEAF_NATS_LISTEN, LEAF_NATS_URL, LEAF_POSTGRES_URL) as the vendor has it",
+				ErrNoStore, dir, env.Listen)
+		}
+	}
+	lock, err := natsserver.LockStore(dir)
+	switch {
+	case errors.Is(err, natsserver.ErrStoreInUse):
+		url, uerr := natsserver.StoreURL(dir)
+		if uerr != nil || url == "" {
+			return "", "", stop, fmt.Errorf("%w; set LEAF_NATS_URL to the address of the vendor using it", err)
+		}
+		return url, "the store " + dir + " of the vendor at " + url, stop, nil
+	case err != nil:
+		return "", "", stop, err
+	}
+	srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: dir, Name: "leaf-admin"})
+	if err != nil {
+		lock.Close()
+		return "", "", stop, fmt.Errorf("open the embedded store %s: %w", dir, err)
+	}
+	return srv.ClientURL(), "the store " + dir, func() { srv.Shutdown(); srv.WaitForShutdown(); lock.Close() }, nil
+}
+
+// vendorAt returns the URL of a vendor's embedded server at env.Listen: a
+// NATS server there whose JetStream holds a cluster contract; "" when there
+// is none.
+func vendorAt(env Env) string {
+	if env.Listen == "" {
+		return ""
+	}
+	url := "nats://" + env.Listen
+	nc, err := nats.Connect(url, append(env.NATSOptions, nats.Name("leaf-admin"), nats.Timeout(time.Second), nats.NoReconnect())...)
+	if err != nil {
+		return ""
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := js.KeyValue(ctx, kv.ClusterBucket); err != nil {
+		return ""
+	}
+	return url
 }
 
 // Close closes the connection and the embedded server it started, if any.

@@ -33,6 +33,9 @@ func (e *TagError) Error() string {
 
 func (e *TagError) Unwrap() error { return e.Err }
 
+// TagSyntax says, for people, what ValidateTag accepts.
+const TagSyntax = "1 to 128 ASCII letters, digits, '_', '-' and inner '.'"
+
 // ValidateTag reports whether tag can name a segment: 1 to 128 ASCII
 // letters, digits, '_', '-' and '.', with dots only between non-empty
 // tokens. Tags become NATS subject tokens (leaf.segment.<tag>) and KV keys,

@@ -300,7 +300,7 @@ func (s *Service) addEndpoints() error {
 		sg := &segmentHandler{s: s, src: c.Segments, prefix: p + ".segment."}
 		sg.ss, _ = c.Segments.(StrictSegments)
 		if err := s.svc.AddEndpoint(EndpointSegment, s.guard(ModeSegment, sg), micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
-			"subject":         p + ".segment.<tag>: a tag of letters, digits, '_' and '-' (vendor tags add <tag>)",
+			"subject":         p + ".segment.<tag>: a tag of " + segment.TagSyntax + " (vendor tags add <tag>)",
 			"request":         count + fmt.Sprintf(" (to %d in the %s encoding)", c.MaxRangeBatch, EncodingRanges),
 			"reply":           ids,
 			MetaMaxBatch:      strconv.Itoa(c.MaxBatch),

@@ -604,7 +604,7 @@ func TestMicroInfoDescribesTheAPI(t *testing.T) {
 		if len(ep.Metadata) == 0 {
 			t.Errorf("endpoint %s has no metadata", ep.Name)
 		}
-		if ep.Name == vending.EndpointSegment && (!strings.Contains(ep.Metadata["subject"], "leaf.segment.<tag>") || ep.Metadata["max_batch"] != "500") {
+		if ep.Name == vending.EndpointSegment && (!strings.Contains(ep.Metadata["subject"], "leaf.segment.<tag>: a tag of "+segment.TagSyntax) || ep.Metadata["max_batch"] != "500") {
 			t.Errorf("segment endpoint metadata %v", ep.Metadata)
 		}
 	}

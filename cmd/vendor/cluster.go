@@ -63,12 +63,12 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // clusterCommands are the verbs of `vendor cluster`.
 var clusterCommands = []subcommand{
-	{name: "show", synopsis: "vendor cluster show", flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
-	{name: "move-segments", synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", flags: clusterMove},
-	{name: "set", synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", flags: clusterSetFlags},
-	{name: "set-lease-ttl", synopsis: "vendor cluster set-lease-ttl <duration>", flags: adminRunner(clusterLeaseTTL)},
-	{name: "workers", synopsis: "vendor cluster workers", flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Workers(ctx, w) })},
-	{name: "reset-worker", synopsis: "vendor cluster reset-worker <id> [-force]", flags: clusterResetWorker},
+	{name: "show", synopsis: "vendor cluster show", summary: "the cluster contract, and how this environment compares", flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
+	{name: "move-segments", synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", summary: "move the segments to the configured store", flags: clusterMove},
+	{name: "set", synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", summary: "change the contract's epoch or worker-ID range", flags: clusterSetFlags},
+	{name: "set-lease-ttl", synopsis: "vendor cluster set-lease-ttl <duration>", summary: "change the worker-ID lease TTL", flags: adminRunner(clusterLeaseTTL)},
+	{name: "workers", synopsis: "vendor cluster workers", summary: "every worker ID's lease and last timestamp", flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Workers(ctx, w) })},
+	{name: "reset-worker", synopsis: "vendor cluster reset-worker <id> [-force]", summary: "repair a worker ID's corrupt or implausible last timestamp", flags: clusterResetWorker},
 }
 
 func clusterMove(fs *flag.FlagSet) runner {

@@ -15,8 +15,10 @@ import (
 type subcommand struct {
 	name string
 	// synopsis is its usage line; each <argument> in it is a positional
-	// argument it takes.
+	// argument it takes, and each of its flags is named in it.
 	synopsis string
+	// summary says what it does in a few words, for vendor -h.
+	summary string
 	// positional: its arguments may look like flags (set-step <tag> -5),
 	// so it takes no flags.
 	positional bool

@@ -206,7 +206,7 @@ func (c Config) workerIDRange() (workerid.Range, error) {
 // vendor with this configuration would use.
 func (c Config) env() (admin.Env, error) {
 	opts, err := c.natsOptions()
-	return admin.Env{NATSURL: c.NATSURL, StoreDir: c.NATSStoreDir, NATSOptions: opts, PostgresURL: c.PostgresURL,
+	return admin.Env{NATSURL: c.NATSURL, StoreDir: c.NATSStoreDir, Listen: c.NATSListen, NATSOptions: opts, PostgresURL: c.PostgresURL,
 		KVReplicas: c.KVReplicas, Terms: c.terms(), LeaseTTL: c.WorkerLeaseTTL, MaxSkew: c.ClockMaxSkew, Self: instanceName()}, err
 }
 
@@ -280,13 +280,20 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `vendor: a leaf-nats worker, vending unique 64-bit IDs over NATS.
 
 Usage:
-  vendor                      serve (embedded NATS unless LEAF_NATS_URL is set)
-  vendor tags add <tag> [-step N] [-start M] [-description D]
-  vendor tags list
-  vendor tags set-step <tag> <N>
-  vendor tags delete <tag>
-  vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows
-  vendor version              version, VCS revision and Go version (also --version)
+  vendor
+      serve (embedded NATS unless LEAF_NATS_URL is set)
+`)
+	for _, group := range [][]subcommand{tagCommands, clusterCommands} {
+		for _, c := range group {
+			fmt.Fprintf(w, "  %s\n      %s\n", c.synopsis, c.summary)
+		}
+	}
+	fmt.Fprint(w, `  vendor healthcheck [/readyz|/healthz]
+      ask the vendor on LEAF_HTTP_ADDR: exit 0 on 200 OK (the image's health check)
+  vendor version
+      version, VCS revision and Go version (also --version)
+  vendor <command> -h
+      a command's flags and what it does
 
 Requests (nats req <subject> <count>; empty body means one ID):
   <prefix>.snowflake          snowflake IDs

@@ -384,6 +384,9 @@ func TestTagsCommands(t *testing.T) {
 		{[]string{"delete", "order"}, 1, `tag "order" not found`},
 		{[]string{"delete", "ledger"}, 0, `deleted tag "ledger"`},
 		{[]string{"list"}, 0, "no tags"},
+		{[]string{"add", "reborn", "-start", "500"}, 0, "first ID 500"},
+		{[]string{"delete", "reborn"}, 0, `deleted tag "reborn"`},
+		{[]string{"add", "reborn"}, 0, "the tag was deleted before: it continues from 500, above every ID it had"},
 		{[]string{"frobnicate"}, 2, "unknown subcommand"},
 		{nil, 2, "which subcommand? add, list, set-step, set-mode, raise, delete or import"},
 		{[]string{"add", "-h"}, 0, "IDs per segment (the smallest step the dynamic step may use) (default 1000)"},
@@ -396,12 +399,14 @@ func TestTagsCommands(t *testing.T) {
 }
 
 // tags goes through the vendor that holds the store directory, so the
-// vendor serves what it adds; with no store there it says so instead of
-// making an empty one.
+// vendor serves what it adds; from another directory, through the vendor at
+// LEAF_NATS_LISTEN; with neither it says so instead of making an empty
+// store.
 func TestTagsThroughTheRunningVendor(t *testing.T) {
 	dir := t.TempDir()
+	listen := "127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
 	t.Setenv("LEAF_NATS_URL", "")
-	t.Setenv("LEAF_NATS_LISTEN", "127.0.0.1:0")
+	t.Setenv("LEAF_NATS_LISTEN", listen)
 	startVendor(t, map[string]string{"LEAF_NATS_STORE_DIR": dir})
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"tags", "add", "order"}, &out, &out); code != 0 || !strings.Contains(out.String(), "of the vendor at nats://") {
@@ -427,6 +432,11 @@ func TestTagsThroughTheRunningVendor(t *testing.T) {
 	}
 
 	t.Setenv("LEAF_NATS_STORE_DIR", filepath.Join(t.TempDir(), "nothing-here"))
+	out.Reset()
+	if code := run(context.Background(), []string{"tags", "list"}, &out, &out); code != 0 || !strings.Contains(out.String(), "order") {
+		t.Fatalf("tags list from another directory, with the vendor at LEAF_NATS_LISTEN: exit %d:\n%s", code, out.String())
+	}
+	t.Setenv("LEAF_NATS_LISTEN", "127.0.0.1:"+strconv.Itoa(natstest.FreePort(t)))
 	out.Reset()
 	if code := run(context.Background(), []string{"tags", "list"}, &out, &out); code != 1 || !strings.Contains(out.String(), "no store at") {
 		t.Fatalf("tags list without a store: exit %d:\n%s", code, out.String())

@@ -49,13 +49,13 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tagCommands are the verbs of `vendor tags`.
 var tagCommands = []subcommand{
-	{name: "add", synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]", flags: tagsAdd},
-	{name: "list", synopsis: "vendor tags list", flags: func(*flag.FlagSet) runner { return tagsList }},
-	{name: "set-step", synopsis: "vendor tags set-step <tag> <N>", positional: true, flags: func(*flag.FlagSet) runner { return tagsSetStep }},
-	{name: "set-mode", synopsis: "vendor tags set-mode <tag> <strict|normal>", flags: func(*flag.FlagSet) runner { return tagsSetMode }},
-	{name: "raise", synopsis: "vendor tags raise [<tag>] [-all] [-to N] [-by N]", flags: tagsRaise},
-	{name: "delete", synopsis: "vendor tags delete <tag>", flags: func(*flag.FlagSet) runner { return tagsDelete }},
-	{name: "import", synopsis: "vendor tags import [-dry-run] [-gap N] <file>", help: importUsage, flags: tagsImport},
+	{name: "add", synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]", summary: "add a business tag (-strict: IDs increase across the cluster)", flags: tagsAdd},
+	{name: "list", synopsis: "vendor tags list", summary: "list the tags with their mode, next ID, step and last update", flags: func(*flag.FlagSet) runner { return tagsList }},
+	{name: "set-step", synopsis: "vendor tags set-step <tag> <N>", summary: "change a tag's (smallest) step", positional: true, flags: func(*flag.FlagSet) runner { return tagsSetStep }},
+	{name: "set-mode", synopsis: "vendor tags set-mode <tag> <strict|normal>", summary: "make a tag strict or normal", flags: func(*flag.FlagSet) runner { return tagsSetMode }},
+	{name: "raise", synopsis: "vendor tags raise [<tag>] [-all] [-to N] [-by N] [-step N]", summary: "move a tag, or every tag, up (a store restored from a backup)", flags: tagsRaise},
+	{name: "delete", synopsis: "vendor tags delete <tag>", summary: "delete a tag (added again, it continues above its IDs)", flags: func(*flag.FlagSet) runner { return tagsDelete }},
+	{name: "import", synopsis: "vendor tags import [-dry-run] [-gap N] <file>", summary: "import Leaf's leaf_alloc rows", help: importUsage, flags: tagsImport},
 }
 
 // tagStore opens the store of a subcommand on tag and runs f on it; a tag
@@ -118,6 +118,9 @@ func tagsAdd(fs *flag.FlagSet) runner {
 				}
 			}
 			fmt.Fprintf(w, "added %s tag %q (step %d, first ID %d) in %s\n", modeName(*strict), tag, *step, first, where)
+			if first != *start {
+				fmt.Fprintf(w, "the tag was deleted before: it continues from %d, above every ID it had; vendors that still hold some of its earlier segments serve those first\n", first)
+			}
 			return nil
 		})
 	}
