@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,53 +28,51 @@ type ServerConfig struct {
 	// MaxConns bounds the connections held (LEAF_HTTP_MAX_CONNS). Default
 	// 1024.
 	MaxConns int
-	// API, when set, answers /api/ (Leaf's HTTP API, LEAF_HTTP_LEAF_API).
-	API    http.Handler
-	Logger *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Server serves the status page, /status.json, /cluster.json, /metrics,
-// /healthz, /readyz and, when configured, Leaf's API.
+// /healthz, /readyz and, when configured, Leaf's API. It answers from the
+// moment the vendor starts: until Serve, /healthz says it lives, and
+// /readyz and every other path what the start is doing (503).
 type Server struct {
-	srv   *http.Server
-	addr  string
-	conns *connLimit
-	wg    sync.WaitGroup
+	srv     *http.Server
+	addr    string
+	conns   *connLimit
+	wg      sync.WaitGroup
+	handler atomic.Pointer[http.Handler]
+
+	mu   sync.Mutex
+	step string // what the start is doing
+	err  error  // why its last try failed, nil if none did
 }
 
-// OpenServer starts serving state, reg and the cluster table (asked with
-// peers) on c.Addr.
-func OpenServer(c ServerConfig, state *State, reg *prometheus.Registry, peers *StatsAsker) (*Server, error) {
+// Handlers is what a Server serves once the vendor is up.
+type Handlers struct {
+	State    *State
+	Registry *prometheus.Registry
+	Peers    *StatsAsker // the cluster table's
+	// API, when set, answers /api/ (Leaf's HTTP API, LEAF_HTTP_LEAF_API).
+	API http.Handler
+}
+
+// OpenServer starts serving on c.Addr, as a vendor that is starting.
+func OpenServer(c ServerConfig) (*Server, error) {
 	if c.MaxConns == 0 {
 		c.MaxConns = 1024
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(rw, "ok")
-	})
-	mux.HandleFunc("GET /readyz", state.serveReady)
-	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
-		rw.Write(statusPage)
-	})
-	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, _ *http.Request) {
-		writeJSON(rw, state.Snapshot(true))
-	})
-	mux.HandleFunc("GET /cluster.json", peers.serveCluster)
-	if c.API != nil {
-		mux.Handle("/api/", c.API)
-	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("LEAF_HTTP_ADDR %s: %w (set LEAF_HTTP_ADDR to a free address, or empty to disable)", c.Addr, err)
 	}
-	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns)}
+	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns), step: "starting"}
+	var starting http.Handler = http.HandlerFunc(hs.serveStarting)
+	hs.handler.Store(&starting)
 	hs.srv = &http.Server{
-		Handler: mux,
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { (*hs.handler.Load()).ServeHTTP(rw, r) }),
 		// A client can neither hold a connection open by sending slowly
 		// nor by not reading: each stage of a request has a deadline.
 		ReadHeaderTimeout: 5 * time.Second,
@@ -91,6 +90,53 @@ func OpenServer(c ServerConfig, state *State, reg *prometheus.Registry, peers *S
 	})
 	c.Logger.Info("status page, metrics and health", "url", "http://"+hs.addr+"/")
 	return hs, nil
+}
+
+// Starting records what the start is doing, and why its last try failed
+// (nil: none did); /readyz says so until Serve.
+func (hs *Server) Starting(step string, err error) {
+	hs.mu.Lock()
+	hs.step, hs.err = step, err
+	hs.mu.Unlock()
+}
+
+// serveStarting answers while the vendor starts: it lives (/healthz), and
+// is not ready, saying what it is doing.
+func (hs *Server) serveStarting(rw http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+		fmt.Fprintln(rw, "ok: starting")
+		return
+	}
+	hs.mu.Lock()
+	why := "starting: " + hs.step
+	if hs.err != nil {
+		why += ", retrying after: " + hs.err.Error()
+	}
+	hs.mu.Unlock()
+	http.Error(rw, "not ready: "+why, http.StatusServiceUnavailable)
+}
+
+// Serve serves the vendor's state, metrics and cluster table from now on.
+func (hs *Server) Serve(h Handlers) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{Registry: h.Registry}))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(rw, "ok")
+	})
+	mux.HandleFunc("GET /readyz", h.State.serveReady)
+	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+		rw.Write(statusPage)
+	})
+	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, _ *http.Request) {
+		writeJSON(rw, h.State.Snapshot(true))
+	})
+	mux.HandleFunc("GET /cluster.json", h.Peers.serveCluster)
+	if h.API != nil {
+		mux.Handle("/api/", h.API)
+	}
+	var handler http.Handler = mux
+	hs.handler.Store(&handler)
 }
 
 // Addr returns the address served.

@@ -697,3 +697,25 @@ func TestClusterTableWithoutPermission(t *testing.T) {
 		t.Errorf("the refusal was logged as a NATS error:\n%s", logs.String())
 	}
 }
+
+// A vendor whose NATS user may not use the JetStream API ends at once,
+// saying so, with the subject NATS refused; it does not retry for half a
+// minute and blame a server without JetStream.
+func TestJetStreamDeniedNamesThePermission(t *testing.T) {
+	s := editedDocsServer(t, "nats-accounts.conf", `  "$JS.API.INFO"`+"\n", "")
+	for k, v := range authEnv(s.ClientURL(), map[string]string{"LEAF_NATS_USER": "leaf-vendor", "LEAF_NATS_PASSWORD": "vendor-pw"}) {
+		t.Setenv(k, v)
+	}
+	t.Setenv("LEAF_HTTP_ADDR", "")
+	var out syncBuffer
+	if code := run(context.Background(), nil, &out, &out); code != 1 {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	msg := out.String()
+	if !strings.Contains(msg, "NATS refuses this vendor's user") || !strings.Contains(msg, `$JS.API.INFO`) || strings.Contains(msg, "no JetStream") {
+		t.Fatalf("the refusal is not named:\n%s", msg)
+	}
+	if n := strings.Count(msg, "retrying"); n > 1 {
+		t.Fatalf("retried %d times a refusal waiting cannot fix:\n%s", n, msg)
+	}
+}

@@ -34,14 +34,48 @@ func permanent(err error) bool {
 	return errors.As(err, &mismatch) || errors.Is(err, workerid.ErrClockBehind) ||
 		errors.Is(err, kv.ErrReplicas) || errors.Is(err, segment.ErrRefused) ||
 		errors.Is(err, snowflake.ErrSettings) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, errDenied)
 }
 
-// retryStartup runs f until it succeeds, fails for good, or startupBudget
-// passes.
-func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+// retry runs f until it succeeds, fails for good, or startupBudget
+// passes, and tells the HTTP server meanwhile, for /readyz, what the start
+// is doing and why it retries.
+func (v *vendor) retry(ctx context.Context, what string, f func() error) error {
+	starting := func(string, error) {}
+	if v.http != nil {
+		starting = v.http.Starting
+	}
+	return retrying(ctx, v.log, starting, what, func() error {
+		var before error
+		if v.dataConn != nil {
+			before = v.dataConn.LastError()
+		}
+		err := f()
+		if err != nil && v.dataConn != nil {
+			if last := v.dataConn.LastError(); last != before && jetStreamDenied(last) {
+				return fmt.Errorf("%w: %v, so this vendor cannot %s (%v): grant its NATS user what docs/nats-accounts.conf grants leaf-vendor",
+					errDenied, last, what, err)
+			}
+		}
+		return err
+	})
+}
+
+// errDenied is a start-up step that NATS permissions refuse: waiting
+// cannot fix it.
+var errDenied = errors.New("NATS refuses this vendor's user")
+
+// jetStreamDenied reports whether err is NATS refusing a JetStream or KV
+// subject (what JetStream and its buckets need).
+func jetStreamDenied(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) &&
+		(strings.Contains(err.Error(), `"$JS.`) || strings.Contains(err.Error(), `"$KV.`))
+}
+
+func retrying(ctx context.Context, log *slog.Logger, starting func(string, error), what string, f func() error) error {
 	deadline := time.Now().Add(startupBudget)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		starting(what, nil)
 		err := f()
 		switch {
 		case err == nil:
@@ -49,6 +83,7 @@ func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() e
 		case permanent(err), ctx.Err() != nil, time.Now().Add(backoff).After(deadline):
 			return err
 		}
+		starting(what, err)
 		log.Warn("start-up step failed; retrying", "step", what, "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():

@@ -34,7 +34,7 @@ func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, repl
 	var marks segment.Marks
 	if cfg.storeKind() == kindPostgres {
 		var km *kv.Marks
-		if err := retryStartup(ctx, v.log, "open the segment marks", func() (err error) {
+		if err := v.retry(ctx, "open the segment marks", func() (err error) {
 			km, err = kv.OpenMarks(ctx, js, cfg.KVReplicas)
 			return err
 		}); err != nil {

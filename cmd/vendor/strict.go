@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
-	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -30,10 +27,10 @@ func (st *strictTags) Close(ctx context.Context) error {
 // openStrict serves the strict tags of alloc: leases in the leaders bucket
 // of js, requests forwarded to the leader over nc (the service's
 // connection), which the lead is fenced on, and served past gate.
-func openStrict(ctx context.Context, cfg Config, log *slog.Logger, js jetstream.JetStream, nc *nats.Conn, alloc *segment.Allocator,
-	gate func() error, fc vending.ForwarderConfig) (*strictTags, error) {
+func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, gate func() error, fc vending.ForwarderConfig) (*strictTags, error) {
+	cfg, log, nc, alloc := v.cfg, v.log, v.svcConn, v.alloc
 	var leaders *kv.Leaders
-	if err := retryStartup(ctx, log, "open the strict tags' leaders bucket", func() (err error) {
+	if err := v.retry(ctx, "open the strict tags' leaders bucket", func() (err error) {
 		leaders, err = kv.OpenLeaders(ctx, js, cfg.StrictLeaseTTL, cfg.KVReplicas, instanceName())
 		return err
 	}); err != nil {

@@ -85,6 +85,14 @@ func openVendor(ctx context.Context, cfg Config, log *slog.Logger) (*vendor, err
 
 func (v *vendor) open(ctx context.Context) error {
 	cfg, log := v.cfg, v.log
+	if cfg.HTTPAddr != "" {
+		// Up first: health and readiness say what the start does.
+		sc := status.ServerConfig{Addr: cfg.HTTPAddr, MaxConns: httpMaxConns(cfg.HTTPMaxConns, v.log), Logger: v.log}
+		var err error
+		if v.http, err = status.OpenServer(sc); err != nil {
+			return err
+		}
+	}
 	js, err := v.connect(ctx)
 	if err != nil {
 		return err
@@ -108,7 +116,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if err := v.openAllocator(ctx, js, replies); err != nil {
 		return err
 	}
-	if v.strict, err = openStrict(ctx, cfg, log, js, v.svcConn, v.alloc, v.guard.SegmentsErr, v.forwarderConfig()); err != nil {
+	if v.strict, err = v.openStrict(ctx, js, v.guard.SegmentsErr, v.forwarderConfig()); err != nil {
 		return err
 	}
 	v.segs = strict.NewSegments(v.alloc, v.strict.Leaders, v.guard.SegmentsErr)
@@ -150,11 +158,17 @@ func (v *vendor) connect(ctx context.Context) (jetstream.JetStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := retryStartup(ctx, v.log, "reach JetStream", func() error {
-		_, err := js.AccountInfo(ctx)
+	if err := v.retry(ctx, "reach JetStream", func() error {
+		// Short: a refused request is not answered, it times out.
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(actx)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js): %w", redact(natsURL), err)
+		if errors.Is(err, errDenied) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js, or enable JetStream for the account): %w", redact(natsURL), err)
 	}
 	if err := v.checkReplicas(); err != nil {
 		return nil, err
@@ -171,14 +185,14 @@ func (v *vendor) connect(ctx context.Context) (jetstream.JetStream, error) {
 func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Contracts, error) {
 	cfg := v.cfg
 	var contracts *kv.Contracts
-	if err := retryStartup(ctx, v.log, "open the cluster contract", func() (err error) {
+	if err := v.retry(ctx, "open the cluster contract", func() (err error) {
 		contracts, err = kv.OpenContracts(ctx, js, cfg.KVReplicas)
 		return err
 	}); err != nil {
 		return nil, err
 	}
 	var recorded kv.Contract
-	if err := retryStartup(ctx, v.log, "read the cluster contract", func() (err error) {
+	if err := v.retry(ctx, "read the cluster contract", func() (err error) {
 		recorded, _, err = contracts.Get(ctx)
 		if errors.Is(err, kv.ErrNoContract) || errors.Is(err, kv.ErrCorrupt) {
 			return nil // the guard records it
@@ -188,7 +202,7 @@ func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Con
 		return nil, err
 	}
 	create := cfg.storeKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
-	if err := retryStartup(ctx, v.log, "open the segment store", func() (err error) {
+	if err := v.retry(ctx, "open the segment store", func() (err error) {
 		v.store, v.closeStore, err = admin.OpenStore(ctx, cfg.PostgresURL, cfg.KVReplicas, js, create)
 		return err
 	}); err != nil {
@@ -264,21 +278,19 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
 		Logger:        v.log,
 	})
-	if err != nil || cfg.HTTPAddr == "" {
+	if err != nil || v.http == nil {
 		return err
 	}
-	sc := status.ServerConfig{Addr: cfg.HTTPAddr, MaxConns: httpMaxConns(cfg.HTTPMaxConns, v.log), Logger: v.log}
+	h := status.Handlers{State: state, Registry: reg, Peers: status.NewStatsAsker(v.dataConn, v.log)}
 	if cfg.HTTPLeafAPI {
 		// Leaf's HTTP API takes IDs from the same sources, past the same
 		// gates.
 		v.leafAPI = leafcompat.New(sf, v.segs, obs, reg)
-		sc.API = v.leafAPI
-	}
-	v.http, err = status.OpenServer(sc, state, reg, status.NewStatsAsker(v.dataConn, v.log))
-	if err == nil && v.leafAPI != nil {
+		h.API = v.leafAPI
 		v.log.Info("serving Leaf's HTTP API (LEAF_HTTP_LEAF_API)", "segment", "http://"+v.http.Addr()+leafcompat.SegmentPath+"<tag>", "snowflake", "http://"+v.http.Addr()+leafcompat.SnowflakePath+"<key>")
 	}
-	return err
+	v.http.Serve(h)
+	return nil
 }
 
 // metadata is what `nats micro info leaf` shows of this vendor.
@@ -342,7 +354,7 @@ func (v *vendor) seedClocks(ctx context.Context, js jetstream.JetStream, clock s
 	}
 	bound := clock.Now().Add(skew + cluster.ClockMargin).UnixMilli()
 	lc := v.guardConfig(js, nil, clock, nil).Lease
-	return retryStartup(ctx, v.log, "seed the worker IDs' last timestamps", func() error {
+	return v.retry(ctx, "seed the worker IDs' last timestamps", func() error {
 		_, err := kv.SeedClocks(ctx, js, lc, bound)
 		return err
 	})
