@@ -323,7 +323,11 @@ func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 		defer ls.wg.Done()
 		ls.renewLoop(rctx, l, deadline.Sub(ls.cfg.Now()))
 	}()
-	ls.log.Info("leading a strict tag", "tag", tag, "deadline", deadline, "not_before", notBefore)
+	if notBefore.IsZero() {
+		ls.log.Info("leading a strict tag", "tag", tag, "deadline", deadline)
+	} else {
+		ls.log.Info("leading a strict tag", "tag", tag, "deadline", deadline, "not_before", notBefore)
+	}
 	return l, nil
 }
 

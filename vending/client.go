@@ -221,7 +221,11 @@ func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.R
 			if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTooManyRequests) {
 				return dst, err
 			}
-			return dst, fmt.Errorf("%w: %s: no reply in %d attempts of %v: %w", ErrUnavailable, s.subject, attempt+1, cfg.Timeout, err)
+			hint := ""
+			if errors.Is(err, nats.ErrNoResponders) {
+				hint = " (no vendor subscribes to " + s.subject + ": is one running on this NATS, with this subject prefix, and may this user reach it?)"
+			}
+			return dst, fmt.Errorf("%w: %s: no reply in %d attempts of %v: %w%s", ErrUnavailable, s.subject, attempt+1, cfg.Timeout, err, hint)
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(2*backoff, cfg.BackoffMax)

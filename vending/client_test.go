@@ -319,7 +319,7 @@ func TestClientRetriesNoReply(t *testing.T) {
 		BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 
 	_, err := c.Next(ctxT(t))
-	if !errors.Is(err, vending.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
+	if !errors.Is(err, vending.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) || !strings.Contains(err.Error(), "is one running on this NATS, with this subject prefix") {
 		t.Fatalf("no responders: %v; want ErrUnavailable wrapping nats.ErrNoResponders", err)
 	}
 
