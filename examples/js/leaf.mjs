@@ -1,9 +1,9 @@
-// Taking IDs from leaf-nats in JavaScript, with the official nats.js client
-// (npm install nats). IDs are 64-bit: they are BigInt here, never Number,
-// which keeps only 53 bits exact (1862213154793730049 would become
-// 1862213154793730000).
+// Taking IDs from leaf-nats in JavaScript, with the official nats.js client,
+// version 3 (npm install @nats-io/transport-node @nats-io/nats-core). IDs
+// are 64-bit: they are BigInt here, never Number, which keeps only 53 bits
+// exact (1862213154793730049 would become 1862213154793730000).
 //
-//   import { connect } from "nats";
+//   import { connect } from "@nats-io/transport-node";
 //   import { nextN, Prefetcher } from "./leaf.mjs";
 //   const nc = await connect({ servers: "nats://127.0.0.1:4222" });
 //   const [id] = await nextN(nc, "leaf.snowflake");           // 1862213154793730049n
@@ -12,9 +12,11 @@
 //   const next = await orders.next();
 //
 // Run as a program (node leaf.mjs), it tries each of these against the
-// vendor at NATS_URL and prints what it got as JSON.
+// vendor at NATS_URL and prints what it got; with --json, as one JSON
+// object.
 
-import { connect, headers, Empty } from "nats";
+import { connect } from "@nats-io/transport-node";
+import { Empty, errors, headers } from "@nats-io/nats-core";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -49,10 +51,12 @@ export async function nextN(nc, subject, n = 1, { binary = false, timeout = 1000
   return decoder.decode(msg.data).split("\n").map((s) => BigInt(s));
 }
 
-// retryable errors may pass: the service is not ready (503), or no vendor
-// answered in time.
+// retryable errors may pass: the service is not ready (503) or asked too
+// fast (429), no vendor answered in time, or none is subscribed right now
+// (one restarting).
 function retryable(err) {
-  return err instanceof LeafError ? err.code === 503 : ["503", "TIMEOUT"].includes(err?.code);
+  if (err instanceof LeafError) return err.code === 503 || err.code === 429;
+  return err instanceof errors.TimeoutError || (err instanceof errors.RequestError && err.isNoResponders());
 }
 
 // Prefetcher hands out IDs from a local buffer and refills it in the
@@ -110,29 +114,42 @@ async function main() {
   const out = {};
   out.snowflake = (await nextN(nc, "leaf.snowflake", 3)).map(String);
   out.binary = (await nextN(nc, "leaf.snowflake", 1000, { binary: true })).map(String);
-  try {
-    await nextN(nc, "leaf.snowflake", "abc");
-  } catch (err) {
-    out.badCount = { code: err.code, message: err.message };
-  }
-  try {
-    await nextN(nc, "leaf.segment.no-such-tag");
-  } catch (err) {
-    out.unknownTag = { code: err.code, message: err.message };
-  }
+  out.badCount = await failure(nextN(nc, "leaf.snowflake", "abc"));
+  out.unknownTag = await failure(nextN(nc, "leaf.segment.no-such-tag"));
   const orders = new Prefetcher(nc, `leaf.segment.${tag}`, { size: 1000, lowWater: 250 });
   const seen = new Set();
-  let previous = 0n, ascending = true;
+  let first = 0n, previous = 0n, ascending = true;
   for (let i = 0; i < 10000; i++) {
     const id = await orders.next();
     seen.add(id);
     ascending &&= id > previous;
+    first ||= id;
     previous = id;
   }
   await orders.close();
-  out.prefetched = { ids: 10000, unique: seen.size, ascending, last: String(previous) };
-  console.log(JSON.stringify(out));
+  out.prefetched = { ids: 10000, unique: seen.size, ascending, first: String(first), last: String(previous) };
   await nc.close();
+  if (process.argv.includes("--json")) {
+    console.log(JSON.stringify(out));
+    return;
+  }
+  const b = out.binary, p = out.prefetched;
+  console.log(`3 snowflake IDs:               ${out.snowflake.join(", ")}`);
+  console.log(`1000 in binary:                ${b[0]} .. ${b[b.length - 1]}`);
+  console.log(`a bad count:                   ${out.badCount.message}`);
+  console.log(`an unknown tag:                ${out.unknownTag.message}`);
+  console.log(`10000 of tag ${tag} prefetched: ${p.first} .. ${p.last}, ${p.unique} unique, ${p.ascending ? "ascending" : "NOT ascending"}`);
+}
+
+// failure is the LeafError a request that should fail ends with.
+async function failure(request) {
+  try {
+    await request;
+  } catch (err) {
+    if (err instanceof LeafError) return { code: err.code, message: err.message };
+    throw err;
+  }
+  throw new Error("the request succeeded");
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

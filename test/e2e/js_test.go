@@ -17,14 +17,15 @@ import (
 )
 
 // TestJavaScriptExample runs examples/js/leaf.mjs, the README's example of
-// taking IDs without the Go client, with Node and nats.js from npm against
-// a real vendor: 64-bit IDs arrive whole as BigInt, in text and binary, the
-// error headers are read, and the background prefetch hands out unique,
-// ascending segment IDs.
+// taking IDs without the Go client, with Node and nats.js v3 from npm (the
+// versions its package-lock.json pins) against a real vendor: 64-bit IDs
+// arrive whole as BigInt, in text and binary, the error headers are read,
+// the background prefetch hands out unique, ascending segment IDs, and what
+// it prints for a person is a few short lines.
 func TestJavaScriptExample(t *testing.T) {
 	node, npm := testtool.Path(t, "node"), testtool.Path(t, "npm")
 	dir := t.TempDir()
-	for _, f := range []string{"package.json", "leaf.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", "leaf.mjs"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "js", f))
 		if err != nil {
 			t.Fatal(err)
@@ -35,26 +36,35 @@ func TestJavaScriptExample(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
+	install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
 	install.Dir = dir
 	if out, err := install.CombinedOutput(); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("npm install nats: %v\n%s", err, out)
+			t.Fatalf("npm ci: %v\n%s", err, out)
 		}
-		t.Skipf("npm install nats: %v (no npm registry?)\n%s", err, out)
+		t.Skipf("npm ci: %v (no npm registry?)\n%s", err, out)
 	}
 
 	nats := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": nats.url()}
 	vendorCommand(t, env, "tags", "add", "order", "-step", "1000")
 	worker := startVendor(t, "js", env).waitServing()
-	run := exec.CommandContext(ctx, node, "leaf.mjs")
-	run.Dir = dir
-	run.Env = append(os.Environ(), "NATS_URL="+nats.url())
-	out, err := run.Output()
-	if err != nil {
-		t.Fatalf("node leaf.mjs: %v\n%s", err, out)
+	runNode := func(args ...string) []byte {
+		t.Helper()
+		run := exec.CommandContext(ctx, node, append([]string{"leaf.mjs"}, args...)...)
+		run.Dir = dir
+		run.Env = append(os.Environ(), "NATS_URL="+nats.url())
+		out, err := run.Output()
+		if err != nil {
+			t.Fatalf("node leaf.mjs %v: %v\n%s", args, err, out)
+		}
+		return out
 	}
+	readable := strings.Split(strings.TrimSpace(string(runNode())), "\n")
+	if len(readable) != 5 || slices.ContainsFunc(readable, func(l string) bool { return len(l) > 200 }) {
+		t.Errorf("node leaf.mjs printed %d lines, want 5 short ones:\n%s", len(readable), strings.Join(readable, "\n"))
+	}
+	out := runNode("--json")
 	var got struct {
 		Snowflake, Binary []string
 		BadCount          struct{ Code int }
