@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -576,5 +577,53 @@ func TestSignalWhileWaitingToClaim(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "vendor stopped before it served") || strings.Contains(out, "level=ERROR") {
 		t.Fatalf("logs:\n%s", out)
+	}
+}
+
+// The README's configuration table lists every variable the vendor reads,
+// with the default it has; and no document names a LEAF_ variable the
+// vendor does not read (a renamed one would be set in vain).
+func TestDocsAgreeWithTheConfiguration(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := f.Tag.Get("envconfig")
+		if name == "" {
+			continue
+		}
+		name = envPrefix + "_" + name
+		row := regexp.MustCompile("(?m)^\\| [^|]*`" + name + "`[^|]*\\| ([^|]*) \\|").FindSubmatch(readme)
+		if row == nil {
+			t.Errorf("README's configuration table lacks %s", name)
+			continue
+		}
+		if def := f.Tag.Get("default"); def != "" && string(row[1]) != "`"+def+"`" {
+			t.Errorf("README gives %s the default %s, the vendor %q", name, row[1], def)
+		}
+	}
+	known := configVars()
+	// Not the vendor's: the tests', the benchmarks', the image build's, the
+	// NATS configuration's, the import plan's column.
+	others := regexp.MustCompile(`^LEAF_(TEST|E2E|SIM|BENCH|REVISION|VENDOR_PASSWORD|CLIENT_PASSWORD|ADMIN_PASSWORD|TAG$|CLIENTS$|MAX_ID$)`)
+	var files []string
+	for _, glob := range []string{"*.md", "docs/*.md", "docs/*.conf", "compose.yaml", "Dockerfile"} {
+		m, _ := filepath.Glob(filepath.Join(root, glob))
+		files = append(files, m...)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range regexp.MustCompile(`\bLEAF_[A-Z0-9_]*[A-Z0-9]`).FindAll(data, -1) {
+			if name := string(v); !known[name] && !others.MatchString(name) {
+				t.Errorf("%s names %s, which the vendor does not read", filepath.Base(file), name)
+			}
+		}
 	}
 }
