@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,6 +172,7 @@ func (s *SegmentStore) apply(ctx context.Context, tag string, get func(context.C
 // compare-and-set, which fails (and the allocation reads again) if any
 // other allocation of the tag committed meanwhile.
 func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
+	var allocated int64
 	r, err := s.update(ctx, tag, func(r *segmentRow) error {
 		inc := step
 		if inc == 0 {
@@ -191,16 +191,21 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor 
 				return fmt.Errorf("the floor of max_id %d is %d, below it (a bug)", r.MaxID, base)
 			}
 		}
-		if inc < 1 || base > math.MaxInt64-inc {
-			return fmt.Errorf("max_id %d + step %d is out of range", base, inc)
+		if inc < 1 {
+			return fmt.Errorf("max_id %d: step %d is out of range; fix it with: vendor tags set-step %s 1000", base, inc, tag)
 		}
-		r.MaxID = base + inc
+		if allocated = segment.Grant(base, inc); allocated == 0 {
+			return &segment.TagError{Tag: tag, Err: segment.ErrExhausted}
+		}
+		r.MaxID = base + allocated
 		return nil
 	})
 	if err != nil {
 		return segment.Row{}, fmt.Errorf("kv: alloc %q: %w", tag, err)
 	}
-	return r.row(tag), nil
+	row := r.row(tag)
+	row.Allocated = allocated
+	return row, nil
 }
 
 func (r segmentRow) row(tag string) segment.Row {

@@ -377,7 +377,9 @@ func (a *Allocator) takeAdmitted(ctx context.Context, b *buffer, dst []ids.Range
 		switch {
 		case need == 0:
 			a.preload(b)
-		case got == 0 && b.tooBig(need):
+		case b.tooBig(need) || b.step == 0 && need > a.opt.MaxStep:
+			// More than a load brings (or, on a tag not loaded yet, than
+			// any could): one allocation of exactly what is missing.
 			direct = a.ctx.Err() == nil
 		default:
 			if l = a.startLoad(b); l == nil {
@@ -414,7 +416,14 @@ func (a *Allocator) takeDirect(ctx context.Context, b *buffer, dst []ids.Range, 
 	defer cancel()
 	row, seg, err := a.alloc(ctx, b, need)
 	if err == nil && seg.End-seg.Start < need {
-		err = fmt.Errorf("segment: tag %q: the store handed out %d IDs for a batch of %d", tag, seg.End-seg.Start, need)
+		// The tag's last IDs, fewer than asked for: smaller requests get
+		// them.
+		b.mu.Lock()
+		if !b.nextReady && b.strict.Load() == row.Strict {
+			b.next, b.nextReady = seg, true
+		}
+		b.mu.Unlock()
+		return dst, &TagError{Tag: tag, Err: fmt.Errorf("%w (%d are left, fewer than the %d asked for)", ErrExhausted, seg.End-seg.Start, need)}
 	}
 	if err != nil {
 		return dst, loadError(tag, err)
@@ -467,6 +476,8 @@ func loadError(tag string, err error) error {
 		return nil
 	case errors.Is(err, ErrUnknownTag):
 		return &TagError{Tag: tag, Err: ErrUnknownTag}
+	case errors.Is(err, ErrExhausted):
+		return &TagError{Tag: tag, Err: ErrExhausted}
 	}
 	return fmt.Errorf("%w: tag %q: buffers empty and the store failed: %w", ErrUnavailable, tag, err)
 }
@@ -542,6 +553,16 @@ func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time, gen 
 	case errors.Is(err, ErrUnknownTag):
 		a.log.Warn("segment: tag deleted from the store; no longer served", "tag", b.tag)
 		a.forget(b.tag)
+	case errors.Is(err, ErrExhausted):
+		// The store answered: the tag is done, the store is not down.
+		a.storeOK()
+		b.mu.Lock()
+		first := !b.exhausted
+		b.exhausted = true
+		b.mu.Unlock()
+		if first {
+			a.log.Error("segment: "+ErrExhausted.Error(), "tag", b.tag)
+		}
 	case err != nil && a.ctx.Err() == nil:
 		a.storeFailed(err, "tag", b.tag)
 	case err == nil:
@@ -553,6 +574,9 @@ func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time, gen 
 func segmentOf(row Row, step int64) (Segment, error) {
 	if step == 0 {
 		step = row.Step
+	}
+	if row.Allocated > 0 {
+		step = row.Allocated
 	}
 	if step < 1 {
 		return Segment{}, fmt.Errorf("segment: tag %q: the store has step %d; fix it with: vendor tags set-step %s 1000", row.Tag, step, row.Tag)
@@ -599,6 +623,10 @@ type TagStatus struct {
 	LastLoadTook  time.Duration // how long the last load (either outcome) took
 	LastError     error         // of the last load, nil after a success
 	Strict        bool          // served by its leader only
+	// Exhausted: the store said the tag's IDs are used up. High is the end
+	// of the highest segment allocated here (0: none yet).
+	Exhausted bool
+	High      int64
 }
 
 // Snapshot returns the status of every cached tag, ordered by tag.

@@ -454,6 +454,7 @@ func TestSnapshot(t *testing.T) {
 		Step:      200,
 		MinStep:   100,
 		Loads:     2,
+		High:      301,
 	}
 	s.LastLoad, s.LastLoadTook = time.Time{}, 0
 	if s != want {

@@ -33,6 +33,7 @@ type buffer struct {
 	strict    atomic.Bool // served by the tag's leader only (TakeStrict); written with mu held
 	lastErr   error       // of the last load, nil after a success
 	retryAt   time.Time   // no new load before this, after a failure
+	exhausted bool        // the store said the tag's IDs are used up
 
 	// The dynamic step: step is the size of the last segment loaded
 	// (0 before the first), minStep the row's step, lastLoad when the
@@ -200,5 +201,7 @@ func (b *buffer) status() TagStatus {
 		LastLoadTook: b.lastTook,
 		LastError:    b.lastErr,
 		Strict:       b.strict.Load(),
+		Exhausted:    b.exhausted,
+		High:         b.high,
 	}
 }

@@ -3,6 +3,7 @@ package segment
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -25,6 +26,9 @@ var (
 	ErrNotStrict = errors.New("segment: not a strict tag")
 	// ErrRateLimited is returned by a take beyond Options.RateLimit.
 	ErrRateLimited = errors.New("segment: rate limited")
+	// ErrExhausted is returned for a tag whose IDs are used up: its
+	// max_id reached the largest int64. Waiting cannot help.
+	ErrExhausted = errors.New("segment: the tag's IDs are used up: its max_id reached the largest ID, 9223372036854775807; use another tag")
 	// ErrRefused is wrapped by a store that refuses this client for a
 	// reason waiting cannot fix: a wrong user or password, a database that
 	// does not exist.
@@ -46,6 +50,11 @@ type Row struct {
 	// its IDs increase across the whole cluster (package strict). It is
 	// kept beside Leaf's columns; a row without it is a normal tag.
 	Strict bool
+	// Allocated is, in a row Alloc returns, how many IDs it allocated:
+	// [MaxID-Allocated, MaxID). It is the step asked for, or fewer when the
+	// tag's IDs run out (the last segment is what is left below the
+	// largest int64).
+	Allocated int64
 }
 
 // StoreInfo is what a store says of itself.
@@ -68,9 +77,10 @@ type StoreInfo struct {
 // segment/pgstore (Postgres) and kv.SegmentStore (JetStream KV).
 type Store interface {
 	// Alloc advances the tag's max_id by step (the row's own step when step
-	// is 0) atomically and returns the row as it is after the update. The
-	// caller serves [row.MaxID-step, row.MaxID). ErrUnknownTag when the tag
-	// has no row. floor, when not nil, runs while no other allocation of
+	// is 0), or by what is left below the largest int64 when that is less,
+	// atomically, and returns the row as it is after the update. The
+	// caller serves [row.MaxID-row.Allocated, row.MaxID). ErrUnknownTag
+	// when the tag has no row, ErrExhausted when nothing is left. floor, when not nil, runs while no other allocation of
 	// the tag can commit, with the max_id read; the allocation starts from
 	// what it returns, which must be at least that.
 	Alloc(ctx context.Context, tag string, step int64, floor Floor) (Row, error)
@@ -106,4 +116,12 @@ type AdminStore interface {
 	// Raise makes every ID handed out for the row's tag from now on at
 	// least its MaxID, creating the row if needed; it never lowers one.
 	Raise(ctx context.Context, r Row) error
+}
+
+// Grant is how many IDs an allocation of step from max_id base gives: step,
+// or what is left below the largest int64 when that is less; 0 when the
+// tag's IDs are used up. Stores use it so that every ID up to the limit can
+// be handed out.
+func Grant(base, step int64) int64 {
+	return max(0, min(step, math.MaxInt64-base))
 }

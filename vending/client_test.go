@@ -18,6 +18,7 @@ import (
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -691,5 +692,46 @@ func TestPrefetchBypassedForStrictTags(t *testing.T) {
 	}
 	if got := count.Load() - before; got > 2 {
 		t.Fatalf("%d requests for 50 Next of a normal tag with prefetch 100", got)
+	}
+}
+
+// The codes of what can go wrong, and which the client retries: a tag used
+// up (410) never, a mode switch under a request (503) yes; nothing here is
+// a 500.
+func TestCodesOfExhaustionAndModeSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{&segment.TagError{Tag: "top", Err: segment.ErrExhausted}, vending.CodeGone},
+		{fmt.Errorf("x: %w", snowflake.ErrTimeOverflow), vending.CodeGone},
+		{fmt.Errorf("x: %w", segment.ErrNotStrict), vending.CodeUnavailable},
+		{fmt.Errorf("x: %w", segment.ErrStrict), vending.CodeUnavailable},
+	} {
+		if got := vending.Code(tc.err); got != tc.code {
+			t.Errorf("Code(%v) = %d, want %d", tc.err, got, tc.code)
+		}
+	}
+
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	var asked atomic.Int64
+	if _, err := nc.Subscribe("leaf.segment.top", func(m *nats.Msg) {
+		asked.Add(1)
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set(micro.ErrorCodeHeader, "410")
+		r.Header.Set(micro.ErrorHeader, "segment: tag \"top\": used up")
+		m.RespondMsg(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, nc, vending.ClientConfig{Retries: 3, Timeout: time.Second, BackoffMin: time.Millisecond})
+	src, err := c.Segment("top")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Next(ctxT(t))
+	if !errors.Is(err, vending.ErrGone) || asked.Load() != 1 {
+		t.Fatalf("a 410: %v after %d requests; want ErrGone after one", err, asked.Load())
 	}
 }

@@ -40,6 +40,7 @@
 //
 //	400  malformed count, count out of range, malformed tag   ErrBadRequest
 //	404  unknown segment tag                                   ErrNotFound
+//	410  a tag's IDs used up; snowflake time bits past their end  ErrGone
 //	429  a tag asked for faster than its rate limit            ErrTooManyRequests
 //	503  not ready, lease lost, no segment, clock backwards    ErrUnavailable
 //	500  anything else (a bug)                                 ErrInternal

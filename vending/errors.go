@@ -20,6 +20,10 @@ var (
 	ErrBadRequest = errors.New("vending: bad request")
 	// ErrNotFound: the segment tag does not exist (404).
 	ErrNotFound = errors.New("vending: not found")
+	// ErrGone: the IDs asked for are used up (410): a segment tag whose
+	// max_id reached the largest int64, or snowflake time bits past their
+	// end. Retrying cannot help.
+	ErrGone = errors.New("vending: gone")
 	// ErrTooManyRequests: the tag's IDs are asked for faster than the
 	// vendor hands them out (429, LEAF_SEGMENT_RATE_LIMIT). Retrying later
 	// helps.
@@ -44,7 +48,7 @@ var (
 	ErrClientClosed = errors.New("vending: client closed")
 )
 
-// Error is an error reply of the service: its code (400, 404, 500, 503) and
+// Error is an error reply of the service: its code (400, 404, 410, 429, 500, 503) and
 // the sentence it sent. Inspect it with errors.As, or match a code with
 // errors.Is(err, ErrNotFound) and the other sentinels.
 type Error struct {
@@ -63,6 +67,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == CodeBadRequest
 	case ErrNotFound:
 		return e.Code == CodeNotFound
+	case ErrGone:
+		return e.Code == CodeGone
 	case ErrTooManyRequests:
 		return e.Code == CodeTooManyRequests
 	case ErrUnavailable:
@@ -77,6 +83,9 @@ func (e *Error) Is(target error) bool {
 const (
 	CodeBadRequest = 400
 	CodeNotFound   = 404
+	// CodeGone: the IDs are used up (a tag at the largest int64, snowflake
+	// time bits past their end); not retried.
+	CodeGone = 410
 	// CodeTooManyRequests: a segment tag asked for faster than its rate
 	// limit; ask again later.
 	CodeTooManyRequests = 429
@@ -92,10 +101,15 @@ func Code(err error) int {
 		return CodeBadRequest
 	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, ErrNotFound):
 		return CodeNotFound
+	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeOverflow), errors.Is(err, ErrGone):
+		return CodeGone
 	case errors.Is(err, segment.ErrRateLimited), errors.Is(err, ErrTooManyRequests):
 		return CodeTooManyRequests
 	case errors.Is(err, ErrUnavailable), errors.Is(err, snowflake.ErrNoLease), errors.Is(err, snowflake.ErrClockBackwards),
-		errors.Is(err, snowflake.ErrTimeOverflow), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved):
+		errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrStoreMoved),
+		// A tag whose mode changed under the request: the next one is
+		// routed the new way.
+		errors.Is(err, segment.ErrStrict), errors.Is(err, segment.ErrNotStrict):
 		return CodeUnavailable
 	default:
 		return CodeInternal

@@ -150,6 +150,10 @@ func (f *Forwarder) Close(context.Context) error {
 
 var forwardHeader = nats.Header{EncodingHeader: {EncodingRanges}}
 
+// notStrictHeader marks a leader's answer that the tag is normal again, so
+// that the vendor that forwarded the request serves it the normal way.
+const notStrictHeader = "Leaf-Not-Strict"
+
 // Forward asks the leader of tag for n IDs. It fails with strict.ErrNoLeader
 // when no vendor listens as its leader, or the one that does is too slow to
 // answer (frozen, or cut off): the caller then tries to take the lead,
@@ -164,6 +168,10 @@ func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n 
 		return dst, fmt.Errorf("%w: %s: %w", strict.ErrNoLeader, msg.Subject, err)
 	case err != nil:
 		return dst, fmt.Errorf("%w: forward to the leader of %q: %w", segment.ErrUnavailable, tag, err)
+	}
+	if reply.Header.Get(notStrictHeader) != "" {
+		// Normal again: the caller takes the IDs the normal way.
+		return dst, fmt.Errorf("%w: tag %q, as its leader found", segment.ErrNotStrict, tag)
 	}
 	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
 		c, _ := strconv.Atoi(code)
@@ -258,6 +266,9 @@ func (f *Forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
 		r.Header = nats.Header{}
 		r.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(Code(err)))
 		r.Header.Set(micro.ErrorHeader, err.Error())
+		if errors.Is(err, segment.ErrNotStrict) {
+			r.Header.Set(notStrictHeader, "true")
+		}
 	} else {
 		r.Header = forwardHeader
 		r.Data = AppendRanges(nil, rs)

@@ -20,7 +20,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -256,9 +255,10 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment
 		if err != nil {
 			return err
 		}
-		if base > math.MaxInt64-step {
-			return fmt.Errorf("max_id %d + step %d is out of range", base, step)
+		if step = segment.Grant(base, step); step == 0 {
+			return &segment.TagError{Tag: tag, Err: segment.ErrExhausted}
 		}
+		r.Allocated = step
 		return tx.QueryRowContext(ctx,
 			`UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1
 			 RETURNING max_id, step, coalesce(description, ''), update_time, strict`, tag, base+step,

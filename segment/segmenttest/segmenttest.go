@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,6 +53,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"SealRacesAllocators", testSealRace},
 		{"StrictMode", testStrictMode},
 		{"Floor", testFloor},
+		{"Exhaustion", testExhaustion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, newBackend) })
@@ -620,5 +623,58 @@ func testFloor(t *testing.T, newBackend NewBackend) {
 		if r.MaxID-10 < 6000 || i > 0 && r.MaxID-10 < got[i-1].MaxID {
 			t.Fatalf("segment %d ends at %d: below a mark or overlapping the one before (%d)", i, r.MaxID, got[max(i-1, 0)].MaxID)
 		}
+	}
+}
+
+// testExhaustion runs a tag to the largest int64: the last allocation is
+// what is left (so every ID below the limit is handed out), the next one
+// fails with ErrExhausted, a tag's own error and not a store failure.
+func testExhaustion(t *testing.T, newBackend NewBackend) {
+	s := newBackend(t, false).Open(t)
+	c := ctx(t)
+	const left = 2500
+	create(t, s, segment.Row{Tag: "top", MaxID: math.MaxInt64 - left, Step: 1000})
+	for _, want := range []int64{1000, 1000, 500} {
+		r, err := s.Alloc(c, "top", 0, nil)
+		if err != nil || r.Allocated != want {
+			t.Fatalf("Alloc(top) = %+v, %v; want %d IDs allocated", r, err, want)
+		}
+	}
+	if _, err := s.Alloc(c, "top", 0, nil); !errors.Is(err, segment.ErrExhausted) {
+		t.Fatalf("Alloc past the largest int64: %v, want ErrExhausted", err)
+	}
+
+	create(t, s, segment.Row{Tag: "end", MaxID: math.MaxInt64 - left, Step: 100})
+	a := allocator(t, s, segment.Options{})
+	var got []int64
+	for {
+		ids, err := a.Take(c, "end", nil, 7)
+		if errors.Is(err, segment.ErrExhausted) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d IDs: %v", len(got), err)
+		}
+		got = append(got, ids...)
+	}
+	// The last request of 7 found fewer left: take them one by one.
+	for {
+		ids, err := a.Take(c, "end", nil, 1)
+		if err != nil {
+			if !errors.Is(err, segment.ErrExhausted) {
+				t.Fatalf("after %d IDs: %v", len(got), err)
+			}
+			break
+		}
+		got = append(got, ids...)
+	}
+	if len(got) != left || got[0] != math.MaxInt64-left || got[len(got)-1] != math.MaxInt64-1 {
+		t.Fatalf("took %d IDs, %d .. %d; want every one of the %d up to %d", len(got), got[0], got[len(got)-1], left, int64(math.MaxInt64-1))
+	}
+	if !a.StoreUp() {
+		t.Fatal("a tag used up marked the store down")
+	}
+	if err := s.Create(c, segment.Row{Tag: "nope", MaxID: math.MaxInt64, Step: 1}); err == nil || !strings.Contains(err.Error(), "leaves no room") {
+		t.Fatalf("a tag created with no room: %v", err)
 	}
 }
