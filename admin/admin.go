@@ -34,11 +34,11 @@ var (
 // Env is the environment a command acts in: what a vendor with the same
 // configuration would use.
 type Env struct {
-	NATSURL     string        // LEAF_NATS_URL; "" for the embedded server's store in StoreDir
-	StoreDir    string        // LEAF_NATS_STORE_DIR
+	NATSURL  string // LEAF_NATS_URL; "" for the embedded server's store in StoreDir
+	StoreDir string // LEAF_NATS_STORE_DIR
 	// Listen is LEAF_NATS_LISTEN: where a vendor running with the embedded
 	// server (from another directory) is found when StoreDir is not there.
-	Listen string
+	Listen      string
 	NATSOptions []nats.Option // authentication and TLS
 	PostgresURL string        // LEAF_POSTGRES_URL; "" keeps segments in JetStream KV
 	KVReplicas  int           // of a KV segment store the command creates
