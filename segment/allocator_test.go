@@ -609,6 +609,16 @@ func TestStoreThatWentBack(t *testing.T) {
 		t.Fatalf("rewinds %d, %+v (allocated %d)", n, rw, allocated)
 	}
 
+	// A row read before another vendor's allocation committed is below what
+	// was handed out too; the allocation that commits reads it again, and
+	// no store went back.
+	store.set(func(f *fakeStore) { f.stale = 1 })
+	nextReady(t, a, "order")
+	take(t, a, "order", 1000)
+	if n, _ := a.Rewinds(); n != 1 {
+		t.Fatalf("a compare-and-set retried over a stale read counted as a rewind: %d rewinds, want 1", n)
+	}
+
 	// Another allocator that never served the tag: only the marks know.
 	marks := &fakeMarks{marks: map[string]int64{}}
 	store2 := newFakeStore(100, "order")

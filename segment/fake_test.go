@@ -22,6 +22,10 @@ type fakeStore struct {
 	lists    int     // Tags calls
 	err      error   // returned by every call when set
 	hang     bool    // calls wait for their context when set
+	// stale, when set, is the max_id the next Alloc reads first: its
+	// compare-and-set fails, as a KV store's does when another vendor
+	// allocated meanwhile, and it runs the floor again on the row.
+	stale int64
 	inflight int     // calls running
 }
 
@@ -67,6 +71,12 @@ func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 	r, ok := f.rows[tag]
 	if !ok {
 		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	if floor != nil && f.stale != 0 {
+		if _, err := floor(f.stale); err != nil {
+			return segment.Row{}, err
+		}
+		f.stale = 0
 	}
 	if floor != nil {
 		base, err := floor(r.MaxID)

@@ -68,9 +68,11 @@ func (a *Allocator) Rewinds() (int64, Rewind) {
 // store, above everything handed out, and records its mark before it may be
 // served.
 func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segment, error) {
-	row, err := a.opt.Store.Alloc(ctx, b.tag, step, a.floor(ctx, b))
+	var found *Rewind
+	row, err := a.opt.Store.Alloc(ctx, b.tag, step, a.floor(ctx, b, &found))
 	var seg Segment
 	if err == nil {
+		a.rewound(found)
 		seg, err = segmentOf(row, step)
 	}
 	if err != nil {
@@ -88,9 +90,15 @@ func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segm
 }
 
 // floor is the Floor of b's allocations: the highest of this allocator's
-// own segments and the marks.
-func (a *Allocator) floor(ctx context.Context, b *buffer) Floor {
+// own segments and the marks. It leaves in *found the rewind it raised the
+// row from, nil when none. A store whose compare-and-set fails runs it
+// again on the row read anew, and only the last run's row is the one the
+// allocation committed over: a row read just before another vendor's
+// allocation committed is below that vendor's mark without having gone
+// back.
+func (a *Allocator) floor(ctx context.Context, b *buffer, found **Rewind) Floor {
 	return func(maxID int64) (int64, error) {
+		*found = nil
 		b.mu.Lock()
 		mark, from := b.high, "this vendor, which served them"
 		b.mu.Unlock()
@@ -106,12 +114,20 @@ func (a *Allocator) floor(ctx context.Context, b *buffer) Floor {
 		if maxID >= mark {
 			return maxID, nil
 		}
-		rw := Rewind{Tag: b.tag, Store: maxID, Mark: mark, From: from, At: a.opt.Now()}
-		a.rw.mu.Lock()
-		a.rw.n++
-		a.rw.last = rw
-		a.rw.mu.Unlock()
-		a.log.Error("segment: "+rw.String(), "tag", rw.Tag, "store_max_id", rw.Store, "handed_out_below", rw.Mark, "known_from", rw.From)
+		*found = &Rewind{Tag: b.tag, Store: maxID, Mark: mark, From: from, At: a.opt.Now()}
 		return mark, nil
 	}
+}
+
+// rewound counts and logs rw (nil: none), a store found behind what was
+// handed out and raised above it by an allocation that committed.
+func (a *Allocator) rewound(rw *Rewind) {
+	if rw == nil {
+		return
+	}
+	a.rw.mu.Lock()
+	a.rw.n++
+	a.rw.last = *rw
+	a.rw.mu.Unlock()
+	a.log.Error("segment: "+rw.String(), "tag", rw.Tag, "store_max_id", rw.Store, "handed_out_below", rw.Mark, "known_from", rw.From)
 }
