@@ -170,7 +170,10 @@ type ClusterData struct {
 	Instance string       `json:"instance"`
 	Ready    bool         `json:"ready"`
 	Worker   WorkerStatus `json:"worker"`
-	Tags     []string     `json:"tags"`
+	// Tags are the tags it serves, the most recently loaded StatsTags of
+	// them when there are more; TagsTotal counts them all.
+	Tags      []string `json:"tags"`
+	TagsTotal int      `json:"tags_total"`
 }
 
 // clusterView condenses the micro stats replies of every vendor.
@@ -188,7 +191,7 @@ func clusterView(stats []micro.Stats) []ClusterEntry {
 			}
 			var s Status
 			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
-				e.Data = ClusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker}
+				e.Data = ClusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker, TagsTotal: s.Segments.TagsTotal}
 				for _, t := range s.Segments.Tags {
 					e.Data.Tags = append(e.Data.Tags, t.Tag)
 				}

@@ -128,8 +128,12 @@ func (hs *Server) Serve(h Handlers) {
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 		rw.Write(statusPage)
 	})
-	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, _ *http.Request) {
-		writeJSON(rw, h.State.Snapshot(true))
+	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, r *http.Request) {
+		s := h.State.Snapshot(true)
+		if r.URL.Query().Get("tags") != "all" {
+			s.Trim(PageTags)
+		}
+		writeJSON(rw, s)
 	})
 	mux.HandleFunc("GET /cluster.json", h.Peers.serveCluster)
 	if h.API != nil {

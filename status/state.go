@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -158,8 +159,13 @@ type segmentStatus struct {
 	Rewinds    int64       `json:"rewinds"`
 	LastRewind string      `json:"last_rewind,omitempty"`
 	Tags       []tagStatus `json:"tags"`
-	Rows       []rowStatus `json:"rows,omitempty"`
-	RowsErr    string      `json:"rows_error,omitempty"`
+	// TagsTotal is how many tags this vendor serves; Tags lists them all,
+	// or the most recently loaded when there are more than a reply holds
+	// (Trim).
+	TagsTotal int         `json:"tags_total"`
+	Rows      []rowStatus `json:"rows,omitempty"`
+	RowsTotal int         `json:"rows_total,omitempty"`
+	RowsErr   string      `json:"rows_error,omitempty"`
 }
 
 // rowStatus is a row of the segment store, named as in the table.
@@ -243,6 +249,7 @@ func (v *State) Snapshot(withRows bool) Status {
 		buffered = buffered || t.Current.Value < t.Current.End || t.NextReady
 		s.Segments.Tags = append(s.Segments.Tags, ts)
 	}
+	s.Segments.TagsTotal = len(s.Segments.Tags)
 	if withRows {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
 		s.Requests = v.src.Requests.counts()
@@ -317,6 +324,29 @@ type serviceSummary struct {
 	WorkerID int    `json:"worker_id"` // -1: none held
 }
 
+// StatsTags and PageTags are how many tags micro stats and /status.json
+// list at most: a NATS reply must fit in max_payload (64 KiB in the shipped
+// configuration) whatever the number of tags, and a page read every second
+// need not carry 100,000 rows. `vendor tags list` and /status.json?tags=all
+// list every one.
+const (
+	StatsTags = 32
+	PageTags  = 500
+)
+
+// Trim keeps at most n of s's tags, the most recently loaded first (in tag
+// order when they tie), and the first n of the store's rows; TagsTotal and
+// RowsTotal still count them all.
+func (s *Status) Trim(n int) {
+	if tags := s.Segments.Tags; len(tags) > n {
+		tags = slices.Clone(tags)
+		slices.SortStableFunc(tags, func(a, b tagStatus) int { return b.LastLoad.Compare(a.LastLoad) })
+		s.Segments.Tags = tags[:n]
+	}
+	s.Segments.RowsTotal = len(s.Segments.Rows)
+	s.Segments.Rows = s.Segments.Rows[:min(n, len(s.Segments.Rows))]
+}
+
 // EndpointStats returns the data of each endpoint's micro stats (version is
 // the build's): the summary everywhere; the whole status under the
 // snowflake endpoint (the status page's cluster table reads it there), the
@@ -324,6 +354,7 @@ type serviceSummary struct {
 func (v *State) EndpointStats(version string) func(endpoint string) any {
 	return func(endpoint string) any {
 		s := v.Snapshot(false)
+		s.Trim(StatsTags)
 		sum := serviceSummary{Instance: s.Instance, Version: version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
 		if s.Worker.Held {
 			sum.WorkerID = s.Worker.ID

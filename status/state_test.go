@@ -2,15 +2,18 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/leaf-nats/leaf/workerid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leaf-nats/leaf/workerid"
 )
 
 // A claim that waits says why and how long is left, in /readyz and on the
@@ -62,5 +65,39 @@ func TestServerWhileStarting(t *testing.T) {
 	}
 	if code, _ := get("/metrics"); code != 200 {
 		t.Fatalf("/metrics once served: %d", code)
+	}
+}
+
+// Micro stats fit in one NATS reply whatever the number of tags: Trim keeps
+// the most recently loaded, and the totals say how many there are.
+func TestTrimKeepsRepliesSmall(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	var s Status
+	for i := range 100_000 {
+		s.Segments.Tags = append(s.Segments.Tags, tagStatus{
+			Tag: fmt.Sprintf("tag-%06d", i), Current: segRange{1, 2, 1001}, Step: 1000, Loads: 1,
+			LastLoad: now.Add(time.Duration(i%1000) * time.Second),
+		})
+		s.Segments.Rows = append(s.Segments.Rows, rowStatus{Tag: fmt.Sprintf("tag-%06d", i), MaxID: 1001, Step: 1000})
+	}
+	s.Segments.TagsTotal = len(s.Segments.Tags)
+	s.Trim(StatsTags)
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two endpoints carry the tags; with the rest the reply must stay well
+	// within the shipped max_payload of 64 KiB.
+	if 2*len(b) > 32<<10 {
+		t.Fatalf("a status of 100,000 tags trimmed to %d is %d bytes", StatsTags, len(b))
+	}
+	if len(s.Segments.Tags) != StatsTags || s.Segments.TagsTotal != 100_000 || s.Segments.RowsTotal != 100_000 {
+		t.Fatalf("trimmed: %d tags of %d, %d rows of %d", len(s.Segments.Tags), s.Segments.TagsTotal, len(s.Segments.Rows), s.Segments.RowsTotal)
+	}
+	latest := now.Add(999 * time.Second)
+	for _, ts := range s.Segments.Tags {
+		if !ts.LastLoad.Equal(latest) {
+			t.Fatalf("kept %s, loaded at %v; want the most recently loaded (%v)", ts.Tag, ts.LastLoad, latest)
+		}
 	}
 }

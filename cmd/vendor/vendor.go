@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
@@ -66,6 +67,9 @@ type vendor struct {
 	strict     *strictTags
 	segs       *strict.Segments // what the service serves: alloc, strict tags through their leaders
 	keeper     *workerid.Keeper
+	build      buildInfo
+	reg        *prometheus.Registry
+	obs        *status.Metrics // counts what the service and the forwarder answer and drop
 	svc        *vending.Service
 	leafAPI    *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
 	http       *status.Server  // nil unless LEAF_HTTP_ADDR
@@ -85,6 +89,8 @@ func openVendor(ctx context.Context, cfg Config, log *slog.Logger) (*vendor, err
 
 func (v *vendor) open(ctx context.Context) error {
 	cfg, log := v.cfg, v.log
+	v.build = readBuildInfo()
+	v.reg, v.obs = status.NewRegistry(status.Build(v.build))
 	if cfg.HTTPAddr != "" {
 		// Up first: health and readiness say what the start does.
 		sc := status.ServerConfig{Addr: cfg.HTTPAddr, MaxConns: httpMaxConns(cfg.HTTPMaxConns, v.log), Logger: v.log}
@@ -247,14 +253,12 @@ func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, cl
 func (v *vendor) forwarderConfig() vending.ForwarderConfig {
 	cfg := v.cfg
 	return vending.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch,
-		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Logger: v.log}
+		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Observer: v.obs, Logger: v.log}
 }
 
 // startService starts the metrics, the micro service and the HTTP server.
 func (v *vendor) startService(clock snowflake.Clock) error {
-	cfg := v.cfg
-	build := readBuildInfo()
-	reg, obs := status.NewRegistry(status.Build(build))
+	cfg, build, reg, obs := v.cfg, v.build, v.reg, v.obs
 	state := status.NewState(status.Sources{
 		Instance: instanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.storeKind(),
 		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
