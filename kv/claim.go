@@ -195,6 +195,7 @@ func (cl *claimer) scan(ctx context.Context, taken map[int]bool) (*Lease, error)
 	size := ids.Size()
 	start := rand.IntN(size)
 	var behind, passed error
+	var behindIDs []int
 	for _, wait := range []time.Duration{0, cl.cfg.MaxWait} {
 		for i := range size {
 			id := ids.First + (start+i)%size
@@ -211,11 +212,16 @@ func (cl *claimer) scan(ctx context.Context, taken map[int]bool) (*Lease, error)
 				taken[id], passed = true, err
 				cl.cfg.Logger.Warn("worker ID passed over: its record cannot be believed", "worker_id", id, "err", err)
 			case errors.Is(err, workerid.ErrClockBehind):
-				behind = err
+				behind, behindIDs = err, append(behindIDs, id)
 			default:
 				return nil, err
 			}
 		}
+	}
+	if behind != nil && cl.allHeld(ctx, behindIDs) {
+		// Claimed by others while this claim waited for them: held, not
+		// ahead of this clock.
+		behind = nil
 	}
 	switch {
 	case behind != nil:
@@ -225,6 +231,21 @@ func (cl *claimer) scan(ctx context.Context, taken map[int]bool) (*Lease, error)
 	}
 	return nil, fmt.Errorf("%w (IDs %s, bucket %s); stop some workers or wait %v for dead ones to expire",
 		ErrNoFreeWorkerID, ids, WorkersBucket, cl.ttl)
+}
+
+// allHeld says whether every one of ids is held now, as far as a listing
+// finds.
+func (cl *claimer) allHeld(ctx context.Context, ids []int) bool {
+	held, err := cl.held(ctx)
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		if !held[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // claimer is one Claim's view of the buckets.

@@ -435,6 +435,40 @@ func TestClaimWaitLongerThanTTL(t *testing.T) {
 	}
 }
 
+// A claim that waits for a worker ID's last timestamp, which another vendor
+// claims meanwhile (and records a deadline ahead again), finds no free ID:
+// a wait that ends, not a clock behind, which stops a vendor.
+func TestClaimWhileWaitingTakenByAnother(t *testing.T) {
+	s := natstest.Server(t)
+	js := newJS(t, s)
+	established(t, js, time.Minute)
+	l := claim(t, js, LeaseConfig{TTL: time.Minute, IDs: ids(9, 9)})
+	ahead := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	if err := l.Release(context.Background(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Claim(context.Background(), js, LeaseConfig{TTL: time.Minute, IDs: ids(9, 9), MaxWait: 5 * time.Second})
+		done <- err
+	}()
+	// Meanwhile another vendor, whose clock is ahead, takes the ID and
+	// records a deadline ahead of the waiting claim's clock.
+	time.Sleep(200 * time.Millisecond)
+	leases, _ := js.KeyValue(context.Background(), WorkersBucket)
+	clocks, _ := js.KeyValue(context.Background(), ClocksBucket)
+	if _, err := leases.Create(context.Background(), leaseKey(9), []byte(`{"holder":"other"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clocks.Put(context.Background(), leaseKey(9), clockValue(time.Now().Add(time.Hour).UnixMilli(), snowflake.DefaultEpoch)); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if !errors.Is(err, ErrNoFreeWorkerID) || errors.Is(err, workerid.ErrClockBehind) {
+		t.Fatalf("a claim whose ID was taken while it waited: %v, want ErrNoFreeWorkerID", err)
+	}
+}
+
 // A renewal whose timestamp write raced (its ack lost, or another writer)
 // gives the lease up instead of retrying forever.
 func TestRenewAfterClockRaceIsLost(t *testing.T) {
