@@ -16,17 +16,17 @@ import (
 // fakeStore is an in-memory Store that counts its calls and can fail or
 // hang on demand.
 type fakeStore struct {
-	mu       sync.Mutex
-	rows     map[string]segment.Row
-	steps    []int64 // step argument of every Alloc
-	lists    int     // Tags calls
-	err      error   // returned by every call when set
-	hang     bool    // calls wait for their context when set
+	mu    sync.Mutex
+	rows  map[string]segment.Row
+	steps []int64 // step argument of every Alloc
+	lists int     // Tags calls
+	err   error   // returned by every call when set
+	hang  bool    // calls wait for their context when set
 	// stale, when set, is the max_id the next Alloc reads first: its
 	// compare-and-set fails, as a KV store's does when another vendor
 	// allocated meanwhile, and it runs the floor again on the row.
-	stale int64
-	inflight int     // calls running
+	stale    int64
+	inflight int // calls running
 }
 
 var _ segment.Store = (*fakeStore)(nil)

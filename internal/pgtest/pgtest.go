@@ -195,3 +195,8 @@ func (s *Server) chown(path string) {
 		s.t.Fatal(err)
 	}
 }
+
+// DataDir is the server's data directory, owned by the server's user. A
+// test may copy it while the server is stopped and put the copy back: a
+// store restored from a backup.
+func (s *Server) DataDir() string { return s.dir }
