@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -637,5 +638,24 @@ func TestStoreThatWentBack(t *testing.T) {
 	third := open(t, store2, segment.Options{Marks: marks})
 	if _, err := third.Take(context.Background(), "order", nil, 1); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("with the marks unreadable: %v, want ErrUnavailable", err)
+	}
+}
+
+// A tag must leave room for one segment below the largest ID: tags add and
+// tags import refuse a start that leaves none, saying so.
+func TestValidateRowRefusesStartsWithoutRoom(t *testing.T) {
+	for _, tc := range []struct {
+		start, step int64
+		ok          bool
+	}{
+		{1, 1000, true},
+		{math.MaxInt64 - 1000, 1000, true},
+		{math.MaxInt64 - 999, 1000, false},
+		{math.MaxInt64, 1, false},
+	} {
+		err := segment.ValidateRow(segment.Row{Tag: "top", MaxID: tc.start, Step: tc.step})
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "leaves no room") {
+			t.Errorf("start %d, step %d: %v", tc.start, tc.step, err)
+		}
 	}
 }

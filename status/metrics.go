@@ -26,6 +26,41 @@ type Metrics struct {
 
 	mu       sync.RWMutex
 	children map[obsKey]obsChildren
+	labelled map[string]bool // the tags with series of their own
+}
+
+// MetricTags is how many segment tags get series of their own, per metric:
+// the first that are asked for. The others are added up under the tag
+// OtherTags, so that a vendor serving 100,000 tags keeps a scrape of some
+// thousand series; `vendor tags list`, the status page and micro stats
+// name them all.
+const MetricTags = 1000
+
+// OtherTags is the tag label of the tags past MetricTags.
+const OtherTags = "_other"
+
+// label is the tag label of tag's series, adding tag to the labelled ones
+// while there is room; m.mu must be held for writing.
+func (m *Metrics) label(tag string) string {
+	switch {
+	case tag == "" || m.labelled[tag]:
+		return tag
+	case len(m.labelled) < MetricTags:
+		m.labelled[tag] = true
+		return tag
+	}
+	return OtherTags
+}
+
+// Labelled says whether tag has series of its own (else its counts are
+// under OtherTags).
+func (m *Metrics) Labelled(tag string) bool {
+	if m == nil {
+		return true
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.labelled[tag]
 }
 
 type obsKey struct {
@@ -63,6 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests dropped unanswered, with no ID taken, by mode and why: a reply subject that is no inbox (LEAF_REPLY_PREFIXES).",
 		}, []string{"mode", "reason"}),
 		children: map[obsKey]obsChildren{},
+		labelled: map[string]bool{},
 	}
 	reg.MustRegister(m.requests, m.ids, m.latency, m.dropped)
 	for _, mode := range []string{vending.ModeSnowflake, vending.ModeSegment, vending.ModeDecode} {
@@ -75,26 +111,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Observe implements vending.Observer.
 func (m *Metrics) Observe(mode, tag string, code, ids int, took time.Duration) {
-	k := obsKey{mode, tag, code}
 	m.mu.RLock()
-	c, ok := m.children[k]
+	if tag != "" && !m.labelled[tag] && len(m.labelled) >= MetricTags {
+		tag = OtherTags
+	}
+	c, ok := m.children[obsKey{mode, tag, code}]
 	m.mu.RUnlock()
 	if !ok {
-		c = obsChildren{
-			requests: m.requests.WithLabelValues(mode, tag, strconv.Itoa(code)),
-			latency:  m.latency.WithLabelValues(mode),
-			totals:   &obsTotals{},
-		}
-		if code == vending.CodeOK && mode != vending.ModeDecode { // only these hand out IDs
-			c.ids = m.ids.WithLabelValues(mode, tag)
-		}
-		m.mu.Lock()
-		if prev, ok := m.children[k]; ok {
-			c = prev // another request resolved it first
-		} else {
-			m.children[k] = c
-		}
-		m.mu.Unlock()
+		c = m.child(mode, tag, code)
 	}
 	c.requests.Inc()
 	if c.ids != nil {
@@ -104,6 +128,28 @@ func (m *Metrics) Observe(mode, tag string, code, ids int, took time.Duration) {
 	c.totals.requests.Add(1)
 	c.totals.ids.Add(int64(ids))
 	c.totals.nanos.Add(int64(took))
+}
+
+// child makes the series of (mode, tag, code), or finds them made by
+// another request meanwhile.
+func (m *Metrics) child(mode, tag string, code int) obsChildren {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tag = m.label(tag)
+	k := obsKey{mode, tag, code}
+	if c, ok := m.children[k]; ok {
+		return c
+	}
+	c := obsChildren{
+		requests: m.requests.WithLabelValues(mode, tag, strconv.Itoa(code)),
+		latency:  m.latency.WithLabelValues(mode),
+		totals:   &obsTotals{},
+	}
+	if code == vending.CodeOK && mode != vending.ModeDecode { // only these hand out IDs
+		c.ids = m.ids.WithLabelValues(mode, tag)
+	}
+	m.children[k] = c
+	return c
 }
 
 // Dropped implements vending.Observer.
@@ -150,6 +196,8 @@ var (
 	descSegLoads    = prometheus.NewDesc("leaf_segment_loads_total", "Segments loaded from the store.", []string{"tag"}, nil)
 	descSegFailures = prometheus.NewDesc("leaf_segment_load_failures_total", "Segment loads that failed.", []string{"tag"}, nil)
 	descSegLoadDur  = prometheus.NewDesc("leaf_segment_last_load_seconds", "Duration of the last segment load.", []string{"tag"}, nil)
+	descSegRunway   = prometheus.NewDesc("leaf_segment_runway_ids", "IDs left in the tag's space above the highest segment this vendor allocated, before max_id reaches the largest int64 (the tag "+OtherTags+": the least of the tags past the first "+strconv.Itoa(MetricTags)+"); divided by leaf:tag_ids:rate1d, the time left (leaf:segment_runway_seconds).", []string{"tag"}, nil)
+	descSegTags     = prometheus.NewDesc("leaf_segment_tags", "Segment tags this vendor serves (those past the first "+strconv.Itoa(MetricTags)+" are added up under the tag "+OtherTags+").", nil, nil)
 	descStoreUp     = prometheus.NewDesc("leaf_store_up", "1 while the segment store answers.", []string{"store"}, nil)
 	descClockSteps  = prometheus.NewDesc("leaf_clock_backward_steps_total", "Requests that found the clock behind the last ID's time.", nil, nil)
 	descClockRefuse = prometheus.NewDesc("leaf_clock_backward_refused_total", "Requests refused (503) because the clock was too far behind.", nil, nil)
@@ -167,7 +215,7 @@ var (
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSegLeft, descSegNext, descSegStep, descSegLoads, descSegFailures,
-		descSegLoadDur, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
+		descSegLoadDur, descSegRunway, descSegTags, descStoreUp, descClockSteps, descClockRefuse, descClockWaited, descWorkerID,
 		descLeaseExpiry, descRenewals, descRenewFails, descReady, descConnected, descSnowEnd, descUnseen, descRewinds} {
 		ch <- d
 	}
@@ -181,14 +229,18 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	s := c.v.Snapshot(false)
-	for _, t := range s.Segments.Tags {
+	for _, t := range perTag(s.Segments.Tags, c.v.src.Requests.Labelled) {
 		gauge(descSegLeft, float64(t.Current.End-t.Current.Value), t.Tag)
 		gauge(descSegNext, b2f(t.NextReady), t.Tag)
 		gauge(descSegStep, float64(t.Step), t.Tag)
 		counter(descSegLoads, float64(t.Loads), t.Tag)
 		counter(descSegFailures, float64(t.LoadFailures), t.Tag)
 		gauge(descSegLoadDur, t.LastLoadTook.Seconds(), t.Tag)
+		if t.Runway >= 0 {
+			gauge(descSegRunway, float64(t.Runway), t.Tag)
+		}
 	}
+	gauge(descSegTags, float64(s.Segments.TagsTotal))
 	gauge(descStoreUp, b2f(s.Segments.StoreUp), s.Segments.Store)
 	counter(descClockSteps, float64(s.Clock.BackwardSteps))
 	counter(descClockRefuse, float64(s.Clock.BackwardRefused))
@@ -206,6 +258,38 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSnowEnd, float64(s.Contract.SnowflakeEnds.UnixMilli())/1000)
 	gauge(descUnseen, float64(s.Contract.Unseen))
 	counter(descRewinds, float64(s.Segments.Rewinds))
+}
+
+// perTag returns the tags with series of their own and, when there are
+// others, one more named OtherTags that stands for them: IDs left, loads
+// and failures summed; next ready only when all are, the least step, the
+// longest load, the least runway.
+func perTag(tags []tagStatus, labelled func(string) bool) []tagStatus {
+	var out []tagStatus
+	other := tagStatus{Tag: OtherTags, NextReady: true, Runway: -1}
+	others := 0
+	for _, t := range tags {
+		if labelled(t.Tag) {
+			out = append(out, t)
+			continue
+		}
+		if others == 0 {
+			other.Step, other.LastLoadTook = t.Step, t.LastLoadTook
+		}
+		others++
+		other.Current.End += t.Current.End - t.Current.Value
+		other.NextReady = other.NextReady && t.NextReady
+		other.Step, other.LastLoadTook = min(other.Step, t.Step), max(other.LastLoadTook, t.LastLoadTook)
+		other.Loads += t.Loads
+		other.LoadFailures += t.LoadFailures
+		if t.Runway >= 0 && (other.Runway < 0 || t.Runway < other.Runway) {
+			other.Runway = t.Runway
+		}
+	}
+	if others > 0 {
+		out = append(out, other)
+	}
+	return out
 }
 
 func b2f(b bool) float64 {

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -190,6 +191,11 @@ type tagStatus struct {
 	LastLoad     time.Time     `json:"last_load"`
 	LastLoadTook time.Duration `json:"last_load_took_ns"`
 	LastError    string        `json:"last_error,omitempty"`
+	// Runway is how many IDs are left in the tag's space above the highest
+	// segment allocated here, before max_id reaches the largest int64
+	// (-1: none allocated yet); Exhausted that none are.
+	Runway    int64 `json:"runway_ids"`
+	Exhausted bool  `json:"exhausted,omitempty"`
 }
 
 // segRange is a segment: IDs [start, end), value the next to hand out.
@@ -238,6 +244,10 @@ func (v *State) Snapshot(withRows bool) Status {
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
 			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
+			Runway: -1, Exhausted: t.Exhausted,
+		}
+		if t.High > 0 {
+			ts.Runway = math.MaxInt64 - t.High
 		}
 		if t.NextReady {
 			next := toRange(t.Next)
