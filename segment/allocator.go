@@ -133,6 +133,7 @@ type Allocator struct {
 	cancel context.CancelFunc
 
 	tags atomic.Pointer[tagSet] // replaced, never mutated: readers take no lock
+	live sync.Map               // tag -> *buffer, for the known tags asked for since they were listed
 
 	mu      sync.Mutex // guards the fields below and replacing tags
 	listing *call      // the tag list read in flight, shared by its waiters
@@ -150,9 +151,12 @@ type Allocator struct {
 	tokensAt time.Time // when tokens was last topped up; guarded by mu
 }
 
-// tagSet is one version of the tag cache.
+// tagSet is one version of the tag cache: the tags the store lists, each
+// with its mode (true: strict). A tag gets a buffer only once it is asked
+// for (Allocator.live), so that 100,000 tags in the store cost a vendor a
+// few MB, not a buffer each.
 type tagSet struct {
-	bufs map[string]*buffer
+	known map[string]bool
 	// listed is when the store last listed its tags, zero if it never
 	// has; tags absent from a recent list are unknown.
 	listed time.Time
@@ -174,11 +178,14 @@ func Open(ctx context.Context, opt Options) (*Allocator, error) {
 	}
 	a := &Allocator{opt: opt, log: opt.Logger}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.tags.Store(&tagSet{bufs: map[string]*buffer{}})
+	a.tags.Store(&tagSet{known: map[string]bool{}})
 	_ = a.list(ctx) // logged; tags are then looked up as requests name them
 	a.spawn(a.refreshLoop)
 	return a, nil
 }
+
+// Known returns how many tags the store listed last.
+func (a *Allocator) Known() int { return len(a.tags.Load().known) }
 
 // Close stops the refresh loop and every load in flight and waits for
 // them (each bounded by Options.LoadTimeout). Calls after Close fail with
@@ -261,7 +268,7 @@ func (a *Allocator) tryTake(tag string, dst []ids.Range, n int64, strict bool) (
 	if n < 1 {
 		return dst, false, errCount(n)
 	}
-	b := a.tags.Load().bufs[tag]
+	b := a.lookup(tag)
 	if b == nil {
 		if _, err := a.missing(tag); err != nil {
 			return dst, false, err
@@ -312,8 +319,10 @@ func (a *Allocator) TakeStrict(ctx context.Context, tag string, dst []ids.Range,
 // IsStrict reports whether tag is strict, as last read from the store,
 // without a lock.
 func (a *Allocator) IsStrict(tag string) bool {
-	b := a.tags.Load().bufs[tag]
-	return b != nil && b.strict.Load()
+	if b := a.cached(tag); b != nil {
+		return b.strict.Load()
+	}
+	return a.tags.Load().known[tag]
 }
 
 // Restart drops tag's segments and any load in flight: the IDs handed out
@@ -321,7 +330,7 @@ func (a *Allocator) IsStrict(tag string) bool {
 // leader of a strict tag calls it, so that it serves above every ID any
 // earlier leader served.
 func (a *Allocator) Restart(tag string) {
-	if b := a.tags.Load().bufs[tag]; b != nil {
+	if b := a.cached(tag); b != nil {
 		b.mu.Lock()
 		b.restart()
 		b.mu.Unlock()
@@ -629,13 +638,13 @@ type TagStatus struct {
 	High      int64
 }
 
-// Snapshot returns the status of every cached tag, ordered by tag.
+// Snapshot returns the status of every tag asked for, ordered by tag.
 func (a *Allocator) Snapshot() []TagStatus {
-	set := a.tags.Load()
-	out := make([]TagStatus, 0, len(set.bufs))
-	for _, b := range set.bufs {
-		out = append(out, b.status())
-	}
+	var out []TagStatus
+	a.live.Range(func(_, b any) bool {
+		out = append(out, b.(*buffer).status())
+		return true
+	})
 	slices.SortFunc(out, func(x, y TagStatus) int { return strings.Compare(x.Tag, y.Tag) })
 	return out
 }

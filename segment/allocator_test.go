@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -405,17 +406,25 @@ func TestCloseWaitsForLoads(t *testing.T) {
 func TestRefreshFollowsStore(t *testing.T) {
 	store := newFakeStore(10, "a", "b")
 	a := open(t, store, segment.Options{Refresh: time.Millisecond})
+	take(t, a, "a", 1)
+	take(t, a, "b", 1)
 	store.set(func(f *fakeStore) {
 		delete(f.rows, "b")
 		f.rows["c"] = segment.Row{Tag: "c", MaxID: 1, Step: 10}
 	})
+	// Known tags get a buffer once asked for: c is known but not listed
+	// in the snapshot until then.
 	waitFor(t, "the refresh to drop b and add c", func() bool {
 		var tags []string
 		for _, s := range a.Snapshot() {
 			tags = append(tags, s.Tag)
 		}
-		return slices.Equal(tags, []string{"a", "c"})
+		return slices.Equal(tags, []string{"a"}) && a.Known() == 2
 	})
+	take(t, a, "c", 1)
+	if _, err := a.Take(context.Background(), "b", nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Take of a tag dropped from the store = %v, want ErrUnknownTag", err)
+	}
 }
 
 func TestDeletedTagIsDropped(t *testing.T) {
@@ -443,10 +452,10 @@ func TestSnapshot(t *testing.T) {
 	take(t, a, "order", 20)
 	nextReady(t, a, "order")
 	got := a.Snapshot()
-	if len(got) != 2 || got[0].Tag != "invoice" || got[1].Tag != "order" {
-		t.Fatalf("Snapshot tags = %+v, want invoice and order", got)
+	if len(got) != 1 || got[0].Tag != "order" || a.Known() != 2 {
+		t.Fatalf("Snapshot tags = %+v of %d known, want order (invoice is known, never asked for)", got, a.Known())
 	}
-	s := got[1]
+	s := got[0]
 	want := segment.TagStatus{
 		Tag:       "order",
 		Current:   segment.Segment{Start: 1, Value: 21, End: 101},
@@ -658,4 +667,39 @@ func TestValidateRowRefusesStartsWithoutRoom(t *testing.T) {
 			t.Errorf("start %d, step %d: %v", tc.start, tc.step, err)
 		}
 	}
+}
+
+// What a tag costs a vendor (issue 23: 100,000 tags in the store, 20,000
+// in use, under 100 MB): a known tag is an entry in the tag set, a tag in
+// use a double buffer besides. Measured on the live heap after a GC; the
+// bounds are loose, the figures are logged.
+func TestMemoryPerTag(t *testing.T) {
+	const known, used = 100_000, 20_000
+	store := newFakeStore(1000)
+	for i := range known {
+		tag := fmt.Sprintf("t%06d", i)
+		store.rows[tag] = segment.Row{Tag: tag, MaxID: 1, Step: 1000}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	base := heap()
+	a := open(t, store, segment.Options{})
+	listed := heap()
+	for i := range used {
+		if _, err := a.Take(context.Background(), fmt.Sprintf("t%06d", i), nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inUse := heap()
+	perKnown := float64(listed-base) / known
+	perUsed := float64(inUse-listed) / used
+	t.Logf("%d known tags: %.0f B each; %d in use: %.0f B more each (a segment loaded, the next preloaded)", known, perKnown, used, perUsed)
+	if perKnown > 500 || perUsed > 4096 {
+		t.Fatalf("a known tag costs %.0f B, a tag in use %.0f B more; want under 500 B and 4 KiB", perKnown, perUsed)
+	}
+	runtime.KeepAlive(a)
 }

@@ -11,7 +11,7 @@ import (
 // buffer returns tag's buffer, asking the store for its tag list when the
 // cache cannot tell whether tag exists.
 func (a *Allocator) buffer(ctx context.Context, tag string) (*buffer, error) {
-	if b := a.tags.Load().bufs[tag]; b != nil {
+	if b := a.lookup(tag); b != nil {
 		return b, nil
 	}
 	force, err := a.missing(tag)
@@ -27,10 +27,43 @@ func (a *Allocator) buffer(ctx context.Context, tag string) (*buffer, error) {
 	if l.err != nil {
 		return nil, fmt.Errorf("%w: tag %q is not cached and the store cannot list tags: %w", ErrUnavailable, tag, l.err)
 	}
-	if b := a.tags.Load().bufs[tag]; b != nil {
+	if b := a.lookup(tag); b != nil {
 		return b, nil
 	}
 	return nil, &TagError{Tag: tag, Err: ErrUnknownTag}
+}
+
+// cached returns tag's buffer if it has one.
+func (a *Allocator) cached(tag string) *buffer {
+	if b, ok := a.live.Load(tag); ok {
+		return b.(*buffer)
+	}
+	return nil
+}
+
+// lookup returns tag's buffer, making it if the tag is known and has none
+// yet; nil when the tag is not known.
+func (a *Allocator) lookup(tag string) *buffer {
+	if b := a.cached(tag); b != nil {
+		return b
+	}
+	strict, ok := a.tags.Load().known[tag]
+	if !ok {
+		return nil
+	}
+	b := &buffer{tag: tag}
+	b.strict.Store(strict)
+	v, loaded := a.live.LoadOrStore(tag, b)
+	if b = v.(*buffer); !loaded {
+		// A list may have replaced the tags since they were read: take
+		// its mode.
+		if strict, ok := a.tags.Load().known[tag]; ok {
+			b.mu.Lock()
+			b.setStrict(strict)
+			b.mu.Unlock()
+		}
+	}
+	return b
 }
 
 // missing decides about a tag absent from the cache without the store: an
@@ -140,40 +173,42 @@ func (a *Allocator) list(ctx context.Context) error {
 		return err
 	}
 	a.listErr = nil
-	old := a.tags.Load().bufs
-	bufs := make(map[string]*buffer, len(rows))
+	known := make(map[string]bool, len(rows))
 	for _, r := range rows {
-		if b := old[r.Tag]; b != nil {
-			b.mu.Lock()
-			b.setStrict(r.Strict)
-			b.mu.Unlock()
-			bufs[r.Tag] = b
-			continue
-		}
 		if err := ValidateTag(r.Tag); err != nil {
 			a.log.Warn("segment: tag in the store cannot be served; rename it", "tag", r.Tag, "err", err)
 			continue
 		}
-		b := &buffer{tag: r.Tag}
-		b.strict.Store(r.Strict)
-		bufs[r.Tag] = b
+		known[r.Tag] = r.Strict
 	}
-	a.tags.Store(&tagSet{bufs: bufs, listed: started})
+	a.tags.Store(&tagSet{known: known, listed: started})
+	a.live.Range(func(tag, v any) bool {
+		b := v.(*buffer)
+		if strict, ok := known[b.tag]; ok {
+			b.mu.Lock()
+			b.setStrict(strict)
+			b.mu.Unlock()
+		} else {
+			a.live.Delete(tag)
+		}
+		return true
+	})
 	a.storeOK()
 	return nil
 }
 
 // forget drops a tag the store no longer has.
 func (a *Allocator) forget(tag string) {
+	a.live.Delete(tag)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	set := a.tags.Load()
-	if _, ok := set.bufs[tag]; !ok {
+	if _, ok := set.known[tag]; !ok {
 		return
 	}
-	bufs := maps.Clone(set.bufs)
-	delete(bufs, tag)
-	a.tags.Store(&tagSet{bufs: bufs, listed: set.listed})
+	known := maps.Clone(set.known)
+	delete(known, tag)
+	a.tags.Store(&tagSet{known: known, listed: set.listed})
 }
 
 // refreshLoop re-reads the tag list every Options.Refresh until Close.

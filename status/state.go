@@ -24,7 +24,8 @@ type Keeper interface {
 // Allocator is what the status reads of the segment allocator
 // (segment.Allocator).
 type Allocator interface {
-	Snapshot() []segment.TagStatus
+	Snapshot() []segment.TagStatus // the tags asked for
+	Known() int                    // the tags the store lists
 	StoreUp() bool
 	Rewinds() (int64, segment.Rewind)
 }
@@ -62,6 +63,10 @@ type Sources struct {
 type State struct {
 	src     Sources
 	started time.Time
+
+	statsMu sync.Mutex // guards the status micro stats last read
+	stats   Status
+	statsAt time.Time
 
 	rowsMu sync.Mutex // guards the cached store rows
 	rows   []rowStatus
@@ -160,9 +165,9 @@ type segmentStatus struct {
 	Rewinds    int64       `json:"rewinds"`
 	LastRewind string      `json:"last_rewind,omitempty"`
 	Tags       []tagStatus `json:"tags"`
-	// TagsTotal is how many tags this vendor serves; Tags lists them all,
-	// or the most recently loaded when there are more than a reply holds
-	// (Trim).
+	// TagsTotal is how many tags this vendor serves (the store lists);
+	// Tags lists those asked for since it started, or the most recently
+	// loaded of them when there are more than a reply holds (Trim).
 	TagsTotal int         `json:"tags_total"`
 	Rows      []rowStatus `json:"rows,omitempty"`
 	RowsTotal int         `json:"rows_total,omitempty"`
@@ -259,7 +264,7 @@ func (v *State) Snapshot(withRows bool) Status {
 		buffered = buffered || t.Current.Value < t.Current.End || t.NextReady
 		s.Segments.Tags = append(s.Segments.Tags, ts)
 	}
-	s.Segments.TagsTotal = len(s.Segments.Tags)
+	s.Segments.TagsTotal = max(v.src.Allocator.Known(), len(s.Segments.Tags))
 	if withRows {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
 		s.Requests = v.src.Requests.counts()
@@ -357,14 +362,26 @@ func (s *Status) Trim(n int) {
 	s.Segments.Rows = s.Segments.Rows[:min(n, len(s.Segments.Rows))]
 }
 
+// statsSnapshot is the status that micro stats tell, trimmed: read once for
+// all the endpoints of one stats request, and at most every half second.
+func (v *State) statsSnapshot() Status {
+	v.statsMu.Lock()
+	defer v.statsMu.Unlock()
+	if time.Since(v.statsAt) > 500*time.Millisecond {
+		v.stats = v.Snapshot(false)
+		v.stats.Trim(StatsTags)
+		v.statsAt = time.Now()
+	}
+	return v.stats
+}
+
 // EndpointStats returns the data of each endpoint's micro stats (version is
 // the build's): the summary everywhere; the whole status under the
 // snowflake endpoint (the status page's cluster table reads it there), the
 // segment buffers under the segment endpoint, the epoch under decode.
 func (v *State) EndpointStats(version string) func(endpoint string) any {
 	return func(endpoint string) any {
-		s := v.Snapshot(false)
-		s.Trim(StatsTags)
+		s := v.statsSnapshot()
 		sum := serviceSummary{Instance: s.Instance, Version: version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
 		if s.Worker.Held {
 			sum.WorkerID = s.Worker.ID

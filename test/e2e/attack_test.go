@@ -1419,7 +1419,7 @@ func TestAttackManyTags(t *testing.T) {
 	known := within(30*time.Second, func() bool {
 		for _, v := range vendors {
 			_, body, err := fetch("http://"+v.httpAddr()+"/metrics", 5*time.Second)
-			if err != nil || strings.Count(body, "\nleaf_segment_step{") < len(tags) {
+			if err != nil || metric(body, "leaf_segment_tags") < float64(len(tags)) {
 				return false
 			}
 		}
