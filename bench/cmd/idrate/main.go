@@ -98,60 +98,17 @@ func (a *ascending) see(id int64) int64 {
 const nextBatch = 1024
 
 func run(c config) (*result, error) {
-	var newTake func() take // one per goroutine
-	switch c.mode {
-	case "next", "block", "binary", "ranges":
-		nc, err := nats.Connect(c.url, nats.Name("leaf-bench-idrate"))
-		if err != nil {
-			return nil, err
-		}
-		defer nc.Close()
-		client, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: c.prefetch, LowWater: c.prefetch / 2, MaxBatch: max(c.batch, vending.DefaultMaxBatch)})
-		if err != nil {
-			return nil, err
-		}
-		defer client.Close()
-		src, err := client.Segment(c.tag)
-		if err != nil {
-			return nil, err
-		}
-		newTake = clientTake(c, nc, src)
-	case "nextval":
-		conn, err := pq.NewConnector(c.pg)
-		if err != nil {
-			return nil, err
-		}
-		db := sql.OpenDB(conn)
-		defer db.Close()
-		db.SetMaxOpenConns(c.conc)
-		db.SetMaxIdleConns(c.conc)
-		if _, err := db.Exec(`CREATE SEQUENCE IF NOT EXISTS leaf_bench_seq`); err != nil {
-			return nil, err
-		}
-		stmt, err := db.Prepare(`SELECT nextval('leaf_bench_seq')`)
-		if err != nil {
-			return nil, err
-		}
-		defer stmt.Close()
-		newTake = func() take {
-			var order ascending
-			return func(ctx context.Context) (int64, int64, error) {
-				var id int64
-				if err := stmt.QueryRowContext(ctx).Scan(&id); err != nil {
-					return 0, 0, err
-				}
-				return 1, order.see(id), nil
-			}
-		}
-	default:
-		return nil, fmt.Errorf("-mode %q: use next, block, binary, ranges or nextval", c.mode)
+	newTake, closeTakes, err := takes(c)
+	if err != nil {
+		return nil, err
 	}
-	takes := make([]take, c.conc)
-	for i := range takes {
-		takes[i] = newTake()
+	defer closeTakes()
+	ts := make([]take, c.conc)
+	for i := range ts {
+		ts[i] = newTake()
 	}
 	// Warm up: the first refill, the connections.
-	for _, t := range takes {
+	for _, t := range ts {
 		for range 2 {
 			if _, _, err := t(context.Background()); err != nil {
 				return nil, err
@@ -169,6 +126,70 @@ func run(c config) (*result, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	return measure(c, ts), nil
+}
+
+// takes returns the maker of one goroutine's take for c.mode and what
+// closes the connections they share.
+func takes(c config) (func() take, func(), error) {
+	switch c.mode {
+	case "next", "block", "binary", "ranges":
+		nc, err := nats.Connect(c.url, nats.Name("leaf-bench-idrate"))
+		if err != nil {
+			return nil, nil, err
+		}
+		client, err := vending.NewClient(nc, vending.ClientConfig{Prefetch: c.prefetch, LowWater: c.prefetch / 2, MaxBatch: max(c.batch, vending.DefaultMaxBatch)})
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		closeAll := func() { client.Close(); nc.Close() }
+		src, err := client.Segment(c.tag)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		return clientTake(c, nc, src), closeAll, nil
+	case "nextval":
+		return nextvalTake(c)
+	}
+	return nil, nil, fmt.Errorf("-mode %q: use next, block, binary, ranges or nextval", c.mode)
+}
+
+// nextvalTake is -mode nextval: SELECT nextval() prepared, over c.conc
+// Postgres connections.
+func nextvalTake(c config) (func() take, func(), error) {
+	conn, err := pq.NewConnector(c.pg)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(c.conc)
+	db.SetMaxIdleConns(c.conc)
+	if _, err := db.Exec(`CREATE SEQUENCE IF NOT EXISTS leaf_bench_seq`); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	stmt, err := db.Prepare(`SELECT nextval('leaf_bench_seq')`)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	newTake := func() take {
+		var order ascending
+		return func(ctx context.Context) (int64, int64, error) {
+			var id int64
+			if err := stmt.QueryRowContext(ctx).Scan(&id); err != nil {
+				return 0, 0, err
+			}
+			return 1, order.see(id), nil
+		}
+	}
+	return newTake, func() { stmt.Close(); db.Close() }, nil
+}
+
+// measure runs every take in its own goroutine for c.d and counts.
+func measure(c config, ts []take) *result {
 	ctx, cancel := context.WithTimeout(context.Background(), c.d)
 	defer cancel()
 	// The loop reads a flag, not ctx.Err, which takes a lock: at a few
@@ -178,7 +199,7 @@ func run(c config) (*result, error) {
 	var ids, errs, unordered atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, t := range takes {
+	for _, t := range ts {
 		wg.Go(func() {
 			var n, e, u int64
 			for !stop.Load() {
@@ -199,13 +220,11 @@ func run(c config) (*result, error) {
 		Mode: c.mode, Concurrency: c.conc, Seconds: el,
 		IDs: ids.Load(), IDsPerSec: float64(ids.Load()) / el,
 		Errors: errs.Load(), Unordered: unordered.Load(),
-	}, nil
+	}
 }
 
 // clientTake returns the takes of the modes that go through NATS.
 func clientTake(c config, nc *nats.Conn, src *vending.Source) func() take {
-	subject := src.Subject()
-	body := []byte(strconv.Itoa(c.batch))
 	switch c.mode {
 	// The in-process modes keep their state in locals while they loop and
 	// store it once per batch: the closures of the goroutines sit side by
@@ -250,6 +269,15 @@ func clientTake(c config, nc *nats.Conn, src *vending.Source) func() take {
 				return nextBatch, bad, nil
 			}
 		}
+	}
+	return wireTake(c, nc, src.Subject())
+}
+
+// wireTake is -mode binary and -mode ranges: requests of c.batch IDs to
+// one vendor, counting what the replies carry.
+func wireTake(c config, nc *nats.Conn, subject string) func() take {
+	body := []byte(strconv.Itoa(c.batch))
+	switch c.mode {
 	case "binary":
 		return func() take {
 			ids := make([]int64, 0, c.batch)
