@@ -11,6 +11,7 @@ import (
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -39,7 +40,16 @@ type Guard interface {
 	Status() cluster.Status
 }
 
-// Sources are what a State reads. Every field is required.
+// Leaders is what the status reads of the strict tags' leads: the tags
+// this vendor leads (strict.Leaders) and who leads a tag, as the leaders
+// bucket says (kv.Leaders).
+type Leaders interface {
+	Status() []strict.Status
+	Holder(ctx context.Context, tag string) (string, error)
+}
+
+// Sources are what a State reads. Every field is required but Leaders
+// (without it, the page names no strict tag's leader).
 type Sources struct {
 	Instance  string
 	Keeper    Keeper
@@ -55,6 +65,8 @@ type Sources struct {
 	LeaseTTL time.Duration
 	// Requests counts the requests answered.
 	Requests *Metrics
+	// Leaders tells who leads the strict tags.
+	Leaders Leaders
 }
 
 // State assembles what the status page, the micro stats handler, /readyz
@@ -67,6 +79,9 @@ type State struct {
 	rows   []rowStatus
 	rowsAt time.Time
 	rowErr string
+
+	holdersMu sync.Mutex // guards holders
+	holders   map[string]holderSeen
 }
 
 // NewState reads src.
@@ -196,6 +211,10 @@ type tagStatus struct {
 	// (-1: none allocated yet); Exhausted that none are.
 	Runway    int64 `json:"runway_ids"`
 	Exhausted bool  `json:"exhausted,omitempty"`
+	// Strict: one vendor at a time, its leader, serves the tag; Leader
+	// says which, on the status page (addLeaders).
+	Strict bool   `json:"strict"`
+	Leader string `json:"leader,omitempty"`
 }
 
 // segRange is a segment: IDs [start, end), value the next to hand out.
@@ -244,7 +263,7 @@ func (v *State) Snapshot(withRows bool) Status {
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
 			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
-			Runway: -1, Exhausted: t.Exhausted,
+			Runway: -1, Exhausted: t.Exhausted, Strict: t.Strict,
 		}
 		if t.High > 0 {
 			ts.Runway = math.MaxInt64 - t.High
