@@ -191,6 +191,7 @@ type rowStatus struct {
 	Step        int64     `json:"step"`
 	Description string    `json:"description"`
 	Updated     time.Time `json:"update_time"`
+	Strict      bool      `json:"strict"`
 }
 
 type tagStatus struct {
@@ -328,7 +329,7 @@ func (v *State) storeRows() ([]rowStatus, string) {
 		} else {
 			v.rows = v.rows[:0]
 			for _, r := range rows {
-				v.rows = append(v.rows, rowStatus{r.Tag, r.MaxID, r.Step, r.Description, r.Updated.UTC()})
+				v.rows = append(v.rows, rowStatus{r.Tag, r.MaxID, r.Step, r.Description, r.Updated.UTC(), r.Strict})
 			}
 		}
 	}
