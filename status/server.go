@@ -31,10 +31,11 @@ type ServerConfig struct {
 	Logger   *slog.Logger
 }
 
-// Server serves the status page, /status.json, /cluster.json, /metrics,
-// /healthz, /readyz and, when configured, Leaf's API. It answers from the
-// moment the vendor starts: until Serve, /healthz says it lives, and
-// /readyz and every other path what the start is doing (503).
+// Server serves the status page, /status.json, /history.json,
+// /cluster.json, /metrics, /healthz, /readyz and, when configured, Leaf's
+// API. It answers from the moment the vendor starts: until Serve, /healthz
+// says it lives, and /readyz and every other path what the start is doing
+// (503).
 type Server struct {
 	srv     *http.Server
 	addr    string
@@ -52,6 +53,8 @@ type Handlers struct {
 	State    *State
 	Registry *prometheus.Registry
 	Peers    *StatsAsker // the cluster table's
+	// History, when set, answers /history.json: the page's charts.
+	History *History
 	// API, when set, answers /api/ (Leaf's HTTP API, LEAF_HTTP_LEAF_API).
 	API http.Handler
 }
@@ -133,9 +136,13 @@ func (hs *Server) Serve(h Handlers) {
 		if r.URL.Query().Get("tags") != "all" {
 			s.Trim(PageTags)
 		}
+		h.State.addLeaders(r.Context(), s.Segments.Tags)
 		writeJSON(rw, s)
 	})
 	mux.HandleFunc("GET /cluster.json", h.Peers.serveCluster)
+	if h.History != nil {
+		mux.HandleFunc("GET /history.json", h.History.serveHistory)
+	}
 	if h.API != nil {
 		mux.Handle("/api/", h.API)
 	}

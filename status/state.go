@@ -11,6 +11,7 @@ import (
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -40,7 +41,16 @@ type Guard interface {
 	Status() cluster.Status
 }
 
-// Sources are what a State reads. Every field is required.
+// Leaders is what the status reads of the strict tags' leads: the tags
+// this vendor leads (strict.Leaders) and who leads a tag, as the leaders
+// bucket says (kv.Leaders).
+type Leaders interface {
+	Status() []strict.Status
+	Holder(ctx context.Context, tag string) (string, error)
+}
+
+// Sources are what a State reads. Every field is required but Leaders
+// (without it, the page names no strict tag's leader).
 type Sources struct {
 	Instance  string
 	Keeper    Keeper
@@ -56,6 +66,8 @@ type Sources struct {
 	LeaseTTL time.Duration
 	// Requests counts the requests answered.
 	Requests *Metrics
+	// Leaders tells who leads the strict tags.
+	Leaders Leaders
 }
 
 // State assembles what the status page, the micro stats handler, /readyz
@@ -72,6 +84,9 @@ type State struct {
 	rows   []rowStatus
 	rowsAt time.Time
 	rowErr string
+
+	holdersMu sync.Mutex // guards holders
+	holders   map[string]holderSeen
 }
 
 // NewState reads src.
@@ -181,6 +196,7 @@ type rowStatus struct {
 	Step        int64     `json:"step"`
 	Description string    `json:"description"`
 	Updated     time.Time `json:"update_time"`
+	Strict      bool      `json:"strict"`
 }
 
 type tagStatus struct {
@@ -201,6 +217,10 @@ type tagStatus struct {
 	// (-1: none allocated yet); Exhausted that none are.
 	Runway    int64 `json:"runway_ids"`
 	Exhausted bool  `json:"exhausted,omitempty"`
+	// Strict: one vendor at a time, its leader, serves the tag; Leader
+	// says which, on the status page (addLeaders).
+	Strict bool   `json:"strict"`
+	Leader string `json:"leader,omitempty"`
 }
 
 // segRange is a segment: IDs [start, end), value the next to hand out.
@@ -249,7 +269,7 @@ func (v *State) Snapshot(withRows bool) Status {
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
 			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
-			Runway: -1, Exhausted: t.Exhausted,
+			Runway: -1, Exhausted: t.Exhausted, Strict: t.Strict,
 		}
 		if t.High > 0 {
 			ts.Runway = math.MaxInt64 - t.High
@@ -314,7 +334,7 @@ func (v *State) storeRows() ([]rowStatus, string) {
 		} else {
 			v.rows = v.rows[:0]
 			for _, r := range rows {
-				v.rows = append(v.rows, rowStatus{r.Tag, r.MaxID, r.Step, r.Description, r.Updated.UTC()})
+				v.rows = append(v.rows, rowStatus{r.Tag, r.MaxID, r.Step, r.Description, r.Updated.UTC(), r.Strict})
 			}
 		}
 	}

@@ -9,10 +9,11 @@ import (
 
 // Close shuts the vendor down in order: step down from leading strict tags
 // (releasing their leases), stop the service's endpoints and drain its
-// connection (every request received is answered), release the
-// worker ID (recording its true last millisecond), close the segment store,
-// the HTTP server, the data connection and the embedded server, and unlock
-// the store directory. It returns every error on the way.
+// connection (every request received is answered), release the worker ID
+// (recording its true last millisecond), close the segment store, the
+// status page's history sampler, the HTTP server, the data connection and
+// the embedded server, and unlock the store directory. It returns every
+// error on the way.
 func (v *vendor) Close(ctx context.Context) error {
 	var errs []error
 	if v.strict != nil {
@@ -60,6 +61,11 @@ func (v *vendor) Close(ctx context.Context) error {
 	}
 	if v.closeStore != nil {
 		v.closeStore()
+	}
+	if v.history != nil {
+		if err := v.history.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop sampling the status page's history: %w", err))
+		}
 	}
 	if v.http != nil {
 		if err := v.http.Close(ctx); err != nil {

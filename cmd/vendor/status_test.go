@@ -244,12 +244,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 				if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 					t.Fatalf("chart %s never drew %d series: %v", c.id, c.series, err)
 				}
-				// Its lines are on the canvas: pixels of the first series' colour.
+				// Its lines are on the canvas: pixels of the colour its
+				// legend gives the first series.
 				drawn, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`(() => {
 					const c = document.getElementById("chart-%s"), d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+					const [r, g, b] = getComputedStyle(document.querySelector("#legend-%s i.swatch")).backgroundColor.match(/\d+/g).map(Number);
 					let n = 0;
-					for (let i = 0; i < d.length; i += 4) if (d[i+3] > 200 && Math.abs(d[i] - 9) + Math.abs(d[i+1] - 105) + Math.abs(d[i+2] - 218) < 60) n++;
-					return n; })()`, c.id)))
+					for (let i = 0; i < d.length; i += 4) if (d[i+3] > 200 && Math.abs(d[i] - r) + Math.abs(d[i+1] - g) + Math.abs(d[i+2] - b) < 60) n++;
+					return n; })()`, c.id, c.id)))
 				if err != nil || drawn < 20 {
 					t.Fatalf("chart %s has %d pixels of its first line: %v", c.id, drawn, err)
 				}

@@ -15,7 +15,14 @@ import (
 // and the forwarder that carries the tags' requests between vendors.
 type strictTags struct {
 	*strict.Leaders
-	fwd *vending.Forwarder
+	fwd     *vending.Forwarder
+	holders *kv.Leaders // the leaders bucket: who leads each tag
+}
+
+// Holder returns who leads tag, as the leaders bucket says ("" when no one
+// does): with Status, the status page's status.Leaders.
+func (st *strictTags) Holder(ctx context.Context, tag string) (string, error) {
+	return st.holders.Holder(ctx, tag)
 }
 
 // Close steps down from every lead (releasing the leases, so that another
@@ -58,5 +65,5 @@ func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, gate fu
 	if err != nil {
 		return nil, errors.Join(err, f.Close(ctx))
 	}
-	return &strictTags{Leaders: ls, fwd: f}, nil
+	return &strictTags{Leaders: ls, fwd: f, holders: leaders}, nil
 }

@@ -73,6 +73,7 @@ type vendor struct {
 	svc        *vending.Service
 	leafAPI    *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
 	http       *status.Server  // nil unless LEAF_HTTP_ADDR
+	history    *status.History // the status page's charts; nil unless LEAF_HTTP_ADDR
 }
 
 // openVendor opens a vendor's parts in order: store lock and embedded
@@ -256,12 +257,14 @@ func (v *vendor) forwarderConfig() vending.ForwarderConfig {
 		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Observer: v.obs, Logger: v.log}
 }
 
-// startService starts the metrics, the micro service and the HTTP server.
+// startService starts the metrics, the micro service and the HTTP server
+// with the history of its charts.
 func (v *vendor) startService(clock snowflake.Clock) error {
 	cfg, build, reg, obs := v.cfg, v.build, v.reg, v.obs
 	state := status.NewState(status.Sources{
 		Instance: instanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.storeKind(),
 		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
+		Leaders: v.strict,
 	})
 	reg.MustRegister(state.Collector())
 	sf := v.guard.Snowflake(v.keeper)
@@ -285,7 +288,8 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 	if err != nil || v.http == nil {
 		return err
 	}
-	h := status.Handlers{State: state, Registry: reg, Peers: status.NewStatsAsker(v.dataConn, v.log)}
+	v.history = status.OpenHistory(status.HistoryConfig{Requests: obs, Allocator: v.alloc})
+	h := status.Handlers{State: state, Registry: reg, Peers: status.NewStatsAsker(v.dataConn, v.log), History: v.history}
 	if cfg.HTTPLeafAPI {
 		// Leaf's HTTP API takes IDs from the same sources, past the same
 		// gates.
