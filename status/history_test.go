@@ -28,6 +28,7 @@ func (a *fakeAllocator) Snapshot() []segment.TagStatus {
 	return out
 }
 func (a *fakeAllocator) StoreUp() bool                    { return true }
+func (a *fakeAllocator) Known() int                       { return len(a.left) }
 func (a *fakeAllocator) Rewinds() (int64, segment.Rewind) { return 0, segment.Rewind{} }
 
 // newTestHistory returns a History of points samples, a second apart from
