@@ -63,12 +63,12 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // clusterCommands are the verbs of `vendor cluster`.
 var clusterCommands = []subcommand{
-	{name: "show", synopsis: "vendor cluster show", summary: "the cluster contract, and how this environment compares", flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
-	{name: "move-segments", synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", summary: "move the segments to the configured store", flags: clusterMove},
-	{name: "set", synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", summary: "change the contract's epoch or worker-ID range", flags: clusterSetFlags},
-	{name: "set-lease-ttl", synopsis: "vendor cluster set-lease-ttl <duration>", summary: "change the worker-ID lease TTL", flags: adminRunner(clusterLeaseTTL)},
-	{name: "workers", synopsis: "vendor cluster workers", summary: "every worker ID's lease and last timestamp", flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Workers(ctx, w) })},
-	{name: "reset-worker", synopsis: "vendor cluster reset-worker <id> [-force]", summary: "repair a worker ID's corrupt or implausible last timestamp", flags: clusterResetWorker},
+	{Name: "show", Synopsis: "vendor cluster show", Summary: "the cluster contract, and how this environment compares", Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
+	{Name: "move-segments", Synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", Summary: "move the segments to the configured store", Flags: clusterMove},
+	{Name: "set", Synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", Summary: "change the contract's epoch or worker-ID range", Flags: clusterSetFlags},
+	{Name: "set-lease-ttl", Synopsis: "vendor cluster set-lease-ttl <duration>", Summary: "change the worker-ID lease TTL", Flags: adminRunner(clusterLeaseTTL)},
+	{Name: "workers", Synopsis: "vendor cluster workers", Summary: "every worker ID's lease and last timestamp", Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Workers(ctx, w) })},
+	{Name: "reset-worker", Synopsis: "vendor cluster reset-worker <id> [-force]", Summary: "repair a worker ID's corrupt or implausible last timestamp", Flags: clusterResetWorker},
 }
 
 func clusterMove(fs *flag.FlagSet) runner {

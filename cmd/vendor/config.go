@@ -285,7 +285,7 @@ Usage:
 `)
 	for _, group := range [][]subcommand{tagCommands, clusterCommands} {
 		for _, c := range group {
-			fmt.Fprintf(w, "  %s\n      %s\n", c.synopsis, c.summary)
+			fmt.Fprintf(w, "  %s\n      %s\n", c.Synopsis, c.Summary)
 		}
 	}
 	fmt.Fprint(w, `  vendor healthcheck [/readyz|/healthz]

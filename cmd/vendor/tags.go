@@ -49,13 +49,13 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tagCommands are the verbs of `vendor tags`.
 var tagCommands = []subcommand{
-	{name: "add", synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]", summary: "add a business tag (-strict: IDs increase across the cluster)", flags: tagsAdd},
-	{name: "list", synopsis: "vendor tags list", summary: "list the tags with their mode, next ID, step and last update", flags: func(*flag.FlagSet) runner { return tagsList }},
-	{name: "set-step", synopsis: "vendor tags set-step <tag> <N>", summary: "change a tag's (smallest) step", positional: true, flags: func(*flag.FlagSet) runner { return tagsSetStep }},
-	{name: "set-mode", synopsis: "vendor tags set-mode <tag> <strict|normal>", summary: "make a tag strict or normal", flags: func(*flag.FlagSet) runner { return tagsSetMode }},
-	{name: "raise", synopsis: "vendor tags raise [<tag>] [-all] [-to N] [-by N] [-step N]", summary: "move a tag, or every tag, up (a store restored from a backup)", flags: tagsRaise},
-	{name: "delete", synopsis: "vendor tags delete <tag>", summary: "delete a tag (added again, it continues above its IDs)", flags: func(*flag.FlagSet) runner { return tagsDelete }},
-	{name: "import", synopsis: "vendor tags import [-dry-run] [-gap N] <file>", summary: "import Leaf's leaf_alloc rows", help: importUsage, flags: tagsImport},
+	{Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]", Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd},
+	{Name: "list", Synopsis: "vendor tags list", Summary: "list the tags with their mode, next ID, step and last update", Flags: func(*flag.FlagSet) runner { return tagsList }},
+	{Name: "set-step", Synopsis: "vendor tags set-step <tag> <N>", Summary: "change a tag's (smallest) step", Positional: true, Flags: func(*flag.FlagSet) runner { return tagsSetStep }},
+	{Name: "set-mode", Synopsis: "vendor tags set-mode <tag> <strict|normal>", Summary: "make a tag strict or normal", Flags: func(*flag.FlagSet) runner { return tagsSetMode }},
+	{Name: "raise", Synopsis: "vendor tags raise [<tag>] [-all] [-to N] [-by N] [-step N]", Summary: "move a tag, or every tag, up (a store restored from a backup)", Flags: tagsRaise},
+	{Name: "delete", Synopsis: "vendor tags delete <tag>", Summary: "delete a tag (added again, it continues above its IDs)", Flags: func(*flag.FlagSet) runner { return tagsDelete }},
+	{Name: "import", Synopsis: "vendor tags import [-dry-run] [-gap N] <file>", Summary: "import Leaf's leaf_alloc rows", Help: importUsage, Flags: tagsImport},
 }
 
 // tagStore opens the store of a subcommand on tag and runs f on it; a tag

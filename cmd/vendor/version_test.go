@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -47,21 +46,5 @@ func TestMetricsLint(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
-	}
-}
-
-// `go run ./cmd/vendor version` stamps no revision: it is read from the
-// source tree the command runs in, and only from this module's.
-func TestSourceRevision(t *testing.T) {
-	testtool.Path(t, "git")
-	if got := sourceRevision("github.com/leaf-nats/leaf"); got != "unknown" {
-		t.Fatalf("in cmd/vendor (no go.mod): %q", got)
-	}
-	t.Chdir(filepath.Join("..", ".."))
-	if got := sourceRevision("github.com/leaf-nats/leaf"); !regexp.MustCompile(`^[0-9a-f]{40}(\+dirty)?$`).MatchString(got) {
-		t.Fatalf("in the module's root: %q, want its commit", got)
-	}
-	if got := sourceRevision("example.com/other"); got != "unknown" {
-		t.Fatalf("another module's tree: %q", got)
 	}
 }
