@@ -23,6 +23,21 @@ import (
 // <prefix>.peers.mark, the body a tag. Only vendors publish there.
 func MarksSubject(prefix string) string { return prefix + ".peers.mark" }
 
+// ReturnedSubject is where a vendor tells the others of IDs it gave back
+// to the store at a clean stop (segment.Lowerer): <prefix>.peers.returned,
+// the body a returnedNote. Only vendors publish there.
+func ReturnedSubject(prefix string) string { return prefix + ".peers.returned" }
+
+// returnedNote says that tag's IDs [To, From) went back to the store: a
+// vendor that knows From as the tag's mark (it asked this one) lowers it,
+// so that its next allocation does not read the store as gone back.
+type returnedNote struct {
+	Instance string `json:"instance"`
+	Tag      string `json:"tag"`
+	From     int64  `json:"from"`
+	To       int64  `json:"to"`
+}
+
 // PeerMarks are the marks (segment.Marks) of a KV segment store. That store
 // lives in the JetStream that holds everything else, so a NATS store put
 // back from a copy, or one that lost the writes it had not synced, takes any
@@ -39,9 +54,10 @@ func MarksSubject(prefix string) string { return prefix + ".peers.mark" }
 // subject) is logged and allocated without: a restored store repeats the
 // IDs only such a vendor handed out.
 type PeerMarks struct {
-	cfg     PeerMarksConfig
-	sub     *nats.Subscription
-	replies *vending.Replies
+	cfg      PeerMarksConfig
+	sub      *nats.Subscription
+	returned *nats.Subscription
+	replies  *vending.Replies
 
 	mu          sync.Mutex
 	own         map[string]int64 // how far each tag was handed out, as this vendor knows
@@ -58,7 +74,10 @@ type PeerMarks struct {
 // PeerMarksConfig configures PeerMarks; every field but Fence and Logger is
 // required.
 type PeerMarksConfig struct {
-	Conn    *nats.Conn // the service's connection
+	Conn *nats.Conn // the service's connection
+	// Notify, when set, sends the notes of IDs given back (Lower), which
+	// happens after Conn is drained at a stop; Conn when nil.
+	Notify  *nats.Conn
 	JS      jetstream.JetStream
 	Prefix  string
 	Self    string
@@ -90,15 +109,23 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 	}
 	m := &PeerMarks{cfg: c, replies: c.Replies, own: map[string]int64{}, sure: map[string]uint64{},
 		fenced: c.Fence(), unsureSince: time.Now(), warned: map[string]bool{}}
+	if c.Notify == nil {
+		c.Notify = c.Conn
+		m.cfg.Notify = c.Conn
+	}
 	sub, err := c.Conn.Subscribe(MarksSubject(c.Prefix), m.answer)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: answer on %s: %w", MarksSubject(c.Prefix), err)
 	}
-	if err := c.Conn.Flush(); err != nil {
-		sub.Unsubscribe()
-		return nil, err
+	returned, err := c.Conn.Subscribe(ReturnedSubject(c.Prefix), m.noteReturned)
+	if err == nil {
+		err = c.Conn.Flush()
 	}
-	m.sub = sub
+	if err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("cluster: listen on %s: %w", ReturnedSubject(c.Prefix), err)
+	}
+	m.sub, m.returned = sub, returned
 	return m, nil
 }
 
@@ -107,7 +134,7 @@ func (m *PeerMarks) Close(context.Context) error {
 	m.closeMu.Lock()
 	m.closed = true
 	m.closeMu.Unlock()
-	err := m.sub.Unsubscribe()
+	err := errors.Join(m.sub.Unsubscribe(), m.returned.Unsubscribe())
 	m.wg.Wait()
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		return nil
@@ -138,6 +165,47 @@ func (m *PeerMarks) answer(msg *nats.Msg) {
 	m.mu.Unlock()
 	data, _ := json.Marshal(a)
 	msg.Respond(data)
+}
+
+var _ segment.Lowerer = (*PeerMarks)(nil)
+
+// Lower lowers this vendor's mark of tag from from to to, if it is from,
+// and tells the other vendors (segment.Lowerer).
+func (m *PeerMarks) Lower(ctx context.Context, tag string, from, to int64) (bool, error) {
+	m.mu.Lock()
+	ok := m.own[tag] == from && to >= 0 && to < from
+	if ok {
+		m.own[tag] = to
+	}
+	m.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	data, _ := json.Marshal(returnedNote{Instance: m.cfg.Self, Tag: tag, From: from, To: to})
+	if err := m.cfg.Notify.Publish(ReturnedSubject(m.cfg.Prefix), data); err != nil {
+		// Not told: a vendor that knows from as the mark reads the
+		// store as gone back at its next allocation, and skips the IDs.
+		m.cfg.Logger.Warn("cannot tell the other vendors of IDs given back", "tag", tag, "err", err)
+		return true, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return true, m.cfg.Notify.FlushWithContext(fctx)
+}
+
+// noteReturned lowers this vendor's mark of a tag another vendor gave IDs
+// of back, when this one knows that vendor's mark as the tag's.
+func (m *PeerMarks) noteReturned(msg *nats.Msg) {
+	var n returnedNote
+	if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &n) != nil || n.Instance == m.cfg.Self ||
+		segment.ValidateTag(n.Tag) != nil || n.To < 0 || n.To >= n.From {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.own[n.Tag] == n.From {
+		m.own[n.Tag] = n.To
+	}
 }
 
 // Record records this vendor's allocation of tag up to end.

@@ -69,3 +69,63 @@ func TestPeerMarks(t *testing.T) {
 		t.Fatalf("past its patience: %d, %v; want 900 without c/3", got, err)
 	}
 }
+
+// A vendor that gives IDs back lowers its mark and tells the others: one
+// that learned that mark lowers it too, so that the store set back does not
+// read as gone back; one that knows a higher mark keeps it. kv.Marks (beside
+// a Postgres store) lowers only from the value named.
+func TestMarksLoweredForIDsGivenBack(t *testing.T) {
+	s := natstest.Server(t)
+	js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	open := func(name string) *PeerMarks {
+		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: js, Prefix: "leaf", Self: name,
+			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(ctx) })
+		return m
+	}
+	a, b, c := open("a/1"), open("b/2"), open("c/3")
+	a.Record(ctx, "order", 1000)
+	if got, _ := b.Mark(ctx, "order"); got != 1000 {
+		t.Fatalf("b learned %d, want a's 1000", got)
+	}
+	c.Record(ctx, "order", 2000)
+	if ok, err := a.Lower(ctx, "order", 900, 400); ok || err != nil {
+		t.Fatalf("Lower from a value that is not the mark: %v, %v", ok, err)
+	}
+	if ok, err := a.Lower(ctx, "order", 1000, 400); !ok || err != nil {
+		t.Fatalf("Lower(1000 -> 400): %v, %v", ok, err)
+	}
+	eventually(t, func() bool { got, _ := b.Mark(ctx, "order"); return got == 400 })
+	if got, _ := c.Mark(ctx, "order"); got < 2000 {
+		t.Fatalf("c lowered its own higher mark to %d", got)
+	}
+
+	marks, err := kv.OpenMarks(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks.Record(ctx, "order", 1000)
+	if ok, _ := marks.Lower(ctx, "order", 999, 10); ok {
+		t.Fatal("kv.Marks lowered from a value that is not the mark")
+	}
+	if ok, err := marks.Lower(ctx, "order", 1000, 10); !ok || err != nil {
+		t.Fatalf("kv.Marks.Lower(1000 -> 10): %v, %v", ok, err)
+	}
+	if got, _ := marks.Mark(ctx, "order"); got != 10 {
+		t.Fatalf("kv mark %d after Lower, want 10", got)
+	}
+}
+
+// eventually waits up to 5 s for cond.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}

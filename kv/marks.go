@@ -102,3 +102,21 @@ func (m *Marks) Record(ctx context.Context, tag string, end int64) error {
 		}
 	}
 }
+
+var _ segment.Lowerer = (*Marks)(nil)
+
+// Lower sets tag's mark to to if it is from, with compare-and-set
+// (segment.Lowerer): the IDs above to were given back to the store.
+func (m *Marks) Lower(ctx context.Context, tag string, from, to int64) (bool, error) {
+	mark, rev, err := m.get(ctx, tag)
+	if err != nil || mark != from || to < 1 || to > from {
+		return false, err
+	}
+	if _, err := m.kv.Update(ctx, tag, []byte(strconv.FormatInt(to, 10)), rev); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return false, nil // recorded on meanwhile
+		}
+		return false, fmt.Errorf("kv: lower the mark of %q: %w", tag, err)
+	}
+	return true, nil
+}

@@ -208,6 +208,31 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor 
 	return row, nil
 }
 
+// errNotReturned stops a Return whose row moved on.
+var errNotReturned = errors.New("kv: the row moved on")
+
+// Return sets tag's max_id back to to if it is from, in one compare-and-set
+// (segment.Returner): IDs a vendor held unused at the top, given back at a
+// clean stop. A strict tag's row is never set back.
+func (s *SegmentStore) Return(ctx context.Context, tag string, from, to int64) (bool, error) {
+	_, err := s.update(ctx, tag, func(r *segmentRow) error {
+		if r.MaxID != from || r.Strict || r.MovedTo != "" || to < 0 || to > from {
+			return errNotReturned
+		}
+		r.MaxID = to
+		return nil
+	})
+	if errors.Is(err, errNotReturned) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kv: give back IDs of %q: %w", tag, err)
+	}
+	return true, nil
+}
+
+var _ segment.Returner = (*SegmentStore)(nil)
+
 func (r segmentRow) row(tag string) segment.Row {
 	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted, Strict: r.Strict}
 }

@@ -72,6 +72,11 @@ type Options struct {
 	// (see Marks). Without it the allocator still never allocates below
 	// what it allocated itself.
 	Marks Marks
+	// GiveBack, at Close, returns to the store the IDs this allocator holds
+	// unused at the top of a tag (Store.Return, Marks lowered first), so
+	// that a clean restart skips none. It needs a store that implements
+	// Returner and marks (if any) that implement Lowerer.
+	GiveBack bool
 }
 
 // withDefaults fills in the defaults and checks o, naming every bad field:
@@ -190,12 +195,15 @@ func (a *Allocator) Known() int { return len(a.tags.Load().known) }
 // Close stops the refresh loop and every load in flight and waits for
 // them (each bounded by Options.LoadTimeout). Calls after Close fail with
 // ErrUnavailable.
-func (a *Allocator) Close(context.Context) error {
+func (a *Allocator) Close(ctx context.Context) error {
 	a.goMu.Lock()
 	a.closed = true
 	a.goMu.Unlock()
 	a.cancel()
 	a.wg.Wait()
+	if a.opt.GiveBack {
+		a.giveBack(ctx)
+	}
 	return nil
 }
 

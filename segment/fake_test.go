@@ -232,3 +232,16 @@ func consecutive(ids []int64, from int64) bool {
 	}
 	return true
 }
+
+// Return implements segment.Returner.
+func (f *fakeStore) Return(_ context.Context, tag string, from, to int64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rows[tag]
+	if !ok || r.MaxID != from || r.Strict {
+		return false, nil
+	}
+	r.MaxID = to
+	f.rows[tag] = r
+	return true, nil
+}

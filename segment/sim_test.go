@@ -121,7 +121,7 @@ type sim struct {
 }
 
 type simCounts struct {
-	steps, takes, ids, failed, crashes, restarts, rewinds, markRewinds, skipped, clockSteps int
+	steps, takes, ids, failed, crashes, restarts, rewinds, markRewinds, skipped, clockSteps, givenBack int
 }
 
 type simVendor struct {
@@ -189,7 +189,8 @@ func (s *sim) start(v *simVendor) {
 		// No timer of the allocator's may fire, and no wait run out, in a
 		// run: the simulation's time alone moves things.
 		Refresh: 24 * time.Hour, Wait: time.Minute, LoadTimeout: time.Minute,
-		MaxStep: 400,
+		MaxStep:  400,
+		GiveBack: true,
 	})
 	if err != nil {
 		s.t.Fatal(err)
@@ -407,8 +408,8 @@ func (s *sim) rewindMarks() {
 
 func (s *sim) summary() string {
 	n := s.n
-	return fmt.Sprintf("%d takes (%d failed), %d IDs, %d crashes, %d restarts, %d store rewinds, %d marks rewinds, %d clock steps, %d faults skipped (the documented limit), 0 repeats",
-		n.takes, n.failed, n.ids, n.crashes, n.restarts, n.rewinds, n.markRewinds, n.clockSteps, n.skipped)
+	return fmt.Sprintf("%d takes (%d failed), %d IDs, %d crashes, %d restarts (%d tags given back), %d store rewinds, %d marks rewinds, %d clock steps, %d faults skipped (the documented limit), 0 repeats",
+		n.takes, n.failed, n.ids, n.crashes, n.restarts, n.givenBack, n.rewinds, n.markRewinds, n.clockSteps, n.skipped)
 }
 
 // fault is what the seed does to one store or marks call: nothing, fail it
@@ -468,6 +469,28 @@ func (st *simStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 	return segment.Row{Tag: tag, MaxID: maxID + step, Step: 10}, nil
 }
 
+// Return sets a row back at a clean stop (segment.Returner), with the
+// store's faults.
+func (st *simStore) Return(_ context.Context, tag string, from, to int64) (bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fail, lostAck := st.sim.fault()
+	if fail || st.rows[tag] != from {
+		return false, nil
+	}
+	st.rows[tag] = to
+	st.sim.n.givenBack++
+	st.sim.trace.add("store: %s given back from %d to %d", tag, from, to)
+	st.past = append(st.past, maps.Clone(st.rows))
+	if len(st.past) > simLive {
+		st.past = st.past[1:]
+	}
+	if lostAck {
+		return false, errSimFault
+	}
+	return true, nil
+}
+
 func (st *simStore) Tags(context.Context) ([]segment.Row, error) {
 	var rows []segment.Row
 	for _, tag := range simTags {
@@ -511,6 +534,26 @@ func (m *simMarks) Record(_ context.Context, tag string, end int64) error {
 	return nil
 }
 
+// Lower lowers a mark for IDs given back (segment.Lowerer), with the
+// store's faults.
+func (m *simMarks) Lower(_ context.Context, tag string, from, to int64) (bool, error) {
+	m.sim.store.mu.Lock()
+	defer m.sim.store.mu.Unlock()
+	fail, lostAck := m.sim.fault()
+	if fail || m.marks[tag] != from {
+		return false, nil
+	}
+	m.marks[tag] = to
+	m.past = append(m.past, maps.Clone(m.marks))
+	if len(m.past) > simLive {
+		m.past = m.past[1:]
+	}
+	if lostAck {
+		return false, errSimFault
+	}
+	return true, nil
+}
+
 // peerMarks are a vendor's marks in the KV world (cluster.PeerMarks): its
 // own memory, and the live vendors' when it cannot be sure the store is as
 // it left it.
@@ -531,6 +574,24 @@ func (p *peerMarks) Mark(_ context.Context, tag string) (int64, error) {
 	}
 	p.v.sure[tag] = true
 	return m, nil
+}
+
+// Lower lowers the vendor's own mark and tells the others, as
+// cluster.PeerMarks does; one note in ten is lost.
+func (p *peerMarks) Lower(_ context.Context, tag string, from, to int64) (bool, error) {
+	if p.v.mem[tag] != from {
+		return false, nil
+	}
+	p.v.mem[tag] = to
+	if p.sim.rng.IntN(10) == 0 {
+		return true, nil
+	}
+	for _, u := range p.sim.vs {
+		if u != p.v && u.mem[tag] == from {
+			u.mem[tag] = to
+		}
+	}
+	return true, nil
 }
 
 func (p *peerMarks) Record(_ context.Context, tag string, end int64) error {

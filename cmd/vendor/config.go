@@ -42,6 +42,7 @@ type Config struct {
 
 	PostgresURL      string  `envconfig:"POSTGRES_URL" desc:"Postgres DSN for segments; empty keeps segments in JetStream KV"`
 	SegmentMaxStep   int64   `envconfig:"SEGMENT_MAX_STEP" default:"1000000" desc:"cap of the dynamic segment step (Leaf's 1,000,000)"`
+	SegmentGiveBack  bool    `envconfig:"SEGMENT_GIVE_BACK" default:"true" desc:"at a clean stop, give the unused IDs at the top of each tag back to the store, so that a restart skips none (when no other vendor allocated after them)"`
 	SegmentRateLimit float64 `envconfig:"SEGMENT_RATE_LIMIT" default:"1e9" desc:"most IDs a second one vendor hands out of one segment tag (0: no limit); beyond it requests get 429, so no requester can use a tag's ID space up"`
 
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`

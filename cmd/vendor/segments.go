@@ -43,7 +43,7 @@ func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, repl
 		marks = km
 	} else {
 		nc := v.svcConn
-		pm, err := cluster.OpenPeerMarks(cluster.PeerMarksConfig{Conn: nc, JS: js, Prefix: cfg.SubjectPrefix, Self: instanceName(),
+		pm, err := cluster.OpenPeerMarks(cluster.PeerMarksConfig{Conn: nc, Notify: v.dataConn, JS: js, Prefix: cfg.SubjectPrefix, Self: instanceName(),
 			Replies: replies, Fence: func() uint64 { return nc.Stats().Reconnects }, TrustAfter: 2 * cfg.WorkerLeaseTTL, Logger: v.log})
 		if err != nil {
 			return err
@@ -51,7 +51,7 @@ func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, repl
 		v.peerMarks, marks = pm, pm
 	}
 	var err error
-	v.alloc, err = segment.Open(ctx, segment.Options{Store: v.store, Logger: v.log, MaxStep: cfg.SegmentMaxStep, Marks: marks,
+	v.alloc, err = segment.Open(ctx, segment.Options{Store: v.store, Logger: v.log, MaxStep: cfg.SegmentMaxStep, Marks: marks, GiveBack: cfg.SegmentGiveBack,
 		RateLimit: cfg.SegmentRateLimit, RateBurst: max(cfg.SegmentRateLimit, float64(cfg.MaxRangeBatch))})
 	return err
 }

@@ -270,6 +270,24 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment
 	return r, nil
 }
 
+// Return sets tag's max_id back to to if it is from (segment.Returner):
+// IDs a vendor held unused at the top, given back at a clean stop. A strict
+// tag's row, and the rows of a store whose segments moved, are never set
+// back.
+func (s *Store) Return(ctx context.Context, tag string, from, to int64) (bool, error) {
+	if to < 0 || to > from {
+		return false, nil
+	}
+	n, err := s.exec(ctx, `UPDATE leaf_alloc SET max_id = $3, update_time = now()
+		WHERE biz_tag = $1 AND max_id = $2 AND NOT strict AND NOT EXISTS (SELECT 1 FROM leaf_store WHERE moved_to IS NOT NULL)`, tag, from, to)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: give back IDs of %q: %w", tag, err)
+	}
+	return n == 1, nil
+}
+
+var _ segment.Returner = (*Store)(nil)
+
 // checkFloor runs floor (nil: none) on maxID and checks what it returns.
 func checkFloor(floor segment.Floor, maxID int64) (int64, error) {
 	if floor == nil {
