@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
 )
 
 // Store kinds, as the contract names a segment store: "<kind>:<identity>".
@@ -74,7 +75,10 @@ func fixOf(d kv.Difference) string {
 	case "epoch":
 		return "set LEAF_EPOCH=" + d.Recorded
 	case "layout":
-		return "set LEAF_SNOWFLAKE_LAYOUT to the cluster's (" + d.Recorded + ")"
+		if l, err := snowflake.ParseLayout(d.Recorded); err == nil {
+			return "set LEAF_SNOWFLAKE_LAYOUT=" + l.Name()
+		}
+		return "this build of leaf-nats cannot vend in the cluster's layout " + d.Recorded + " (LEAF_SNOWFLAKE_LAYOUT takes default or js53)"
 	case "worker IDs":
 		return "set LEAF_WORKER_ID_RANGE=" + d.Recorded + ", or change the cluster's with: vendor cluster set -worker-ids " + d.Wanted
 	case "segment store":
