@@ -136,7 +136,7 @@ func TestMismatchedTermsEndTheVendor(t *testing.T) {
 			[]string{"layout: the cluster's is 1+39+8+16, this vendor's 1+41+10+12", "cannot vend in the cluster's layout", "LEAF_SNOWFLAKE_LAYOUT"}},
 		{"layout js53", func(c *kv.Contract) { c.Layout, c.WorkerIDs = "11+41+4+8", "0-15" },
 			[]string{"layout: the cluster's is 11+41+4+8, this vendor's 1+41+10+12; set LEAF_SNOWFLAKE_LAYOUT=js53",
-				"worker IDs: the cluster's is 0-15, this vendor's 0-1023"}},
+				"worker IDs: the cluster's is 0-15, this vendor's 0-1023; set LEAF_WORKER_ID_RANGE=0-15 (or unset it with the cluster's layout)"}},
 		{"worker IDs", func(c *kv.Contract) { c.WorkerIDs = "0-511" },
 			[]string{"worker IDs: the cluster's is 0-511, this vendor's 0-1023; set LEAF_WORKER_ID_RANGE=0-511"}},
 		{"another segment store", func(c *kv.Contract) { c.Segments = KindPostgres + ":bbb@9.9.9" },

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,8 +64,15 @@ func (e *MismatchError) Error() string {
 // Terms lists each differing term, both values and the fix, a line each.
 func (e *MismatchError) Terms() string {
 	var b strings.Builder
+	layout := slices.ContainsFunc(e.Diffs, func(d kv.Difference) bool { return d.Term == "layout" })
 	for _, d := range e.Diffs {
-		fmt.Fprintf(&b, "\n  %s: the cluster's is %s, this vendor's %s; %s", d.Term, d.Recorded, d.Wanted, fixOf(d))
+		fix := fixOf(d)
+		if layout && d.Term == "worker IDs" {
+			// The cluster's worker IDs cannot be changed to ones of
+			// another layout: this vendor follows the cluster's.
+			fix = "set LEAF_WORKER_ID_RANGE=" + d.Recorded + " (or unset it with the cluster's layout)"
+		}
+		fmt.Fprintf(&b, "\n  %s: the cluster's is %s, this vendor's %s; %s", d.Term, d.Recorded, d.Wanted, fix)
 	}
 	return b.String()
 }
