@@ -136,3 +136,35 @@ func FuzzComposeDecodeJS53(f *testing.F) {
 		}
 	})
 }
+
+// stepClock moves one millisecond every 64 readings, so that no layout's
+// millisecond fills up: benchmarks with it measure the generator's own
+// work, not the wait for the next millisecond.
+type stepClock struct{ n int64 }
+
+func (c *stepClock) Now() time.Time {
+	c.n++
+	return time.UnixMilli(testNow + c.n/64)
+}
+
+func (c *stepClock) Sleep(time.Duration) {}
+
+func benchUnsaturated(b *testing.B, l Layout) {
+	g, err := New(Settings{Layout: l, Clock: &stepClock{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.Next(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNextUnsaturated is the cost of one Next in the default layout
+// when the millisecond has room.
+func BenchmarkNextUnsaturated(b *testing.B) { benchUnsaturated(b, LayoutDefault) }
+
+// BenchmarkNextUnsaturatedJS53 is the same in the js53 layout.
+func BenchmarkNextUnsaturatedJS53(b *testing.B) { benchUnsaturated(b, LayoutJS53) }

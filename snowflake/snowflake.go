@@ -321,7 +321,7 @@ func (g *Generator) run(now int64, n int) (ids.Range, int64, error) {
 		if g.limited && g.last > g.limitMs {
 			return ids.Range{}, now, fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
 		}
-		base := elapsed<<g.timeShift | g.workerBits
+		base := elapsed<<(g.timeShift&63) | g.workerBits // &63: no shift-bound check
 		if base == 0 && g.seq == 0 {
 			g.seq = 1 // the epoch's first millisecond on worker 0: never ID 0
 		}
