@@ -32,7 +32,7 @@ func (a *Admin) Show(ctx context.Context, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "cluster contract on %s (KV bucket %s, revision %d):\n", a.where, kv.ClusterBucket, rev)
 	fmt.Fprintf(tw, "  epoch\t%d (%s)\n", rec.Epoch, time.UnixMilli(rec.Epoch).UTC().Format(time.RFC3339Nano))
-	fmt.Fprintf(tw, "  layout\t%s\n", rec.Layout)
+	fmt.Fprintf(tw, "  layout\t%s\n", layoutLine(rec.Layout))
 	fmt.Fprintf(tw, "  worker IDs\t%s\n", rec.WorkerIDs)
 	fmt.Fprintf(tw, "  segment store\t%s\n", orDash(rec.Segments))
 	fmt.Fprintf(tw, "  recorded by\t%s at %s\n", rec.By, rec.At.Format(time.RFC3339))
@@ -42,7 +42,7 @@ func (a *Admin) Show(ctx context.Context, w io.Writer) error {
 	if ttl, err := leaseTTL(ctx, a.js); err == nil {
 		fmt.Fprintf(tw, "  lease TTL\t%v (bucket %s; the longest any vendor may hold: %v)\n", ttl, kv.WorkersBucket, rec.LeaseTTL)
 	}
-	if end, err := timeRunsOut(rec.Epoch); err == nil {
+	if end, err := timeRunsOut(rec.Epoch, rec.Layout); err == nil {
 		fmt.Fprintf(tw, "  time bits run out\t%s\n", end.Format(time.DateOnly))
 	}
 	tw.Flush()
@@ -74,9 +74,24 @@ func orDash(s string) string {
 	return s
 }
 
-// timeRunsOut is when 41 bits of milliseconds since epoch run out.
-func timeRunsOut(epoch int64) (time.Time, error) {
-	return time.UnixMilli(epoch + 1<<snowflake.TimeBits - 1).UTC(), nil
+// timeRunsOut is the last millisecond the time bits of the contract's
+// layout hold after epoch.
+func timeRunsOut(epoch int64, layout string) (time.Time, error) {
+	l, err := snowflake.ParseLayout(layout)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return l.Ends(epoch).Add(-time.Millisecond), nil
+}
+
+// layoutLine shows a contract's layout with its LEAF_SNOWFLAKE_LAYOUT name
+// and what it holds.
+func layoutLine(layout string) string {
+	l, err := snowflake.ParseLayout(layout)
+	if err != nil {
+		return layout + " (not a layout this build vends in)"
+	}
+	return fmt.Sprintf("%s (LEAF_SNOWFLAKE_LAYOUT=%s: %d worker IDs, %d IDs per ms each)", layout, l.Name(), l.MaxWorkerID()+1, l.MaxSequence()+1)
 }
 
 func leaseTTL(ctx context.Context, js jetstream.JetStream) (time.Duration, error) {
@@ -223,17 +238,25 @@ func (a *Admin) SetTerms(ctx context.Context, epoch int64, workerIDs, why string
 		return fmt.Errorf("%w: start a vendor with the settings you want; it records them", err)
 	}
 	next := rec
+	layout, err := snowflake.ParseLayout(rec.Layout)
+	if err != nil {
+		return fmt.Errorf("the cluster's layout %s is not one this build vends in: %w", rec.Layout, err)
+	}
 	if epoch != 0 {
 		switch {
 		case epoch > rec.Epoch:
 			return fmt.Errorf("epoch %d is later than the cluster's %d: every ID would get a smaller time and repeat IDs already handed out; only an earlier epoch is safe", epoch, rec.Epoch)
-		case epoch < 0 || time.Now().UnixMilli()-epoch >= 1<<snowflake.TimeBits-1:
-			return fmt.Errorf("epoch %d leaves no room in the 41 time bits (69 years from the epoch)", epoch)
+		case epoch < 0 || time.Now().UnixMilli()-epoch >= layout.MaxElapsed():
+			return fmt.Errorf("epoch %d leaves no room in the %d time bits of layout %s", epoch, layout.TimeBits(), layout.Name())
 		}
 		next.Epoch = epoch
 	}
 	if workerIDs != "" {
-		if _, err := workerid.ParseRange(workerIDs); err != nil {
+		r, err := workerid.ParseRange(workerIDs)
+		if err == nil {
+			err = r.CheckIn(layout)
+		}
+		if err != nil {
 			return usagef("-worker-ids: LEAF_WORKER_ID_RANGE %v", err)
 		}
 		next.WorkerIDs = workerIDs

@@ -132,8 +132,11 @@ func TestMismatchedTermsEndTheVendor(t *testing.T) {
 	}{
 		{"epoch", func(c *kv.Contract) { c.Epoch = 1600000000000 },
 			[]string{"epoch: the cluster's is 1600000000000, this vendor's 1288834974657; set LEAF_EPOCH=1600000000000"}},
-		{"layout", func(c *kv.Contract) { c.Layout = "1+39+8+15" },
-			[]string{"layout: the cluster's is 1+39+8+15, this vendor's 1+41+10+12", "LEAF_SNOWFLAKE_LAYOUT"}},
+		{"layout", func(c *kv.Contract) { c.Layout = "1+39+8+16" },
+			[]string{"layout: the cluster's is 1+39+8+16, this vendor's 1+41+10+12", "cannot vend in the cluster's layout", "LEAF_SNOWFLAKE_LAYOUT"}},
+		{"layout js53", func(c *kv.Contract) { c.Layout, c.WorkerIDs = "11+41+4+8", "0-15" },
+			[]string{"layout: the cluster's is 11+41+4+8, this vendor's 1+41+10+12; set LEAF_SNOWFLAKE_LAYOUT=js53",
+				"worker IDs: the cluster's is 0-15, this vendor's 0-1023; set LEAF_WORKER_ID_RANGE=0-15 (or unset it with the cluster's layout)"}},
 		{"worker IDs", func(c *kv.Contract) { c.WorkerIDs = "0-511" },
 			[]string{"worker IDs: the cluster's is 0-511, this vendor's 0-1023; set LEAF_WORKER_ID_RANGE=0-511"}},
 		{"another segment store", func(c *kv.Contract) { c.Segments = KindPostgres + ":bbb@9.9.9" },
@@ -152,6 +155,21 @@ func TestMismatchedTermsEndTheVendor(t *testing.T) {
 				t.Fatalf("%T %+v", d.Fatal, m)
 			}
 		})
+	}
+}
+
+// A js53 vendor meeting a cluster recorded in the default layout is refused
+// too, and told to set LEAF_SNOWFLAKE_LAYOUT=default; it vends nothing.
+func TestJS53VendorInADefaultCluster(t *testing.T) {
+	w := newWorld(t)
+	js53 := Terms{Epoch: want.Epoch, Layout: "11+41+4+8", WorkerIDs: "0-15"}
+	w.core = NewCore(js53, KindKV, "me/1", 30*time.Second)
+	rec := want.Contract(30*time.Second, "other/7", t0.Add(-time.Hour))
+	w.contract, w.rev = &rec, 5
+	d := w.step()
+	wantFatal(t, d, "layout: the cluster's is 1+41+10+12, this vendor's 11+41+4+8; set LEAF_SNOWFLAKE_LAYOUT=default")
+	if w.core.Snowflake() == nil || w.writes != 0 {
+		t.Fatalf("snowflake gate %v after %d writes: a vendor of another layout must not vend or rewrite the contract", w.core.Snowflake(), w.writes)
 	}
 }
 

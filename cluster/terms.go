@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
 )
 
 // Store kinds, as the contract names a segment store: "<kind>:<identity>".
@@ -62,8 +64,15 @@ func (e *MismatchError) Error() string {
 // Terms lists each differing term, both values and the fix, a line each.
 func (e *MismatchError) Terms() string {
 	var b strings.Builder
+	layout := slices.ContainsFunc(e.Diffs, func(d kv.Difference) bool { return d.Term == "layout" })
 	for _, d := range e.Diffs {
-		fmt.Fprintf(&b, "\n  %s: the cluster's is %s, this vendor's %s; %s", d.Term, d.Recorded, d.Wanted, fixOf(d))
+		fix := fixOf(d)
+		if layout && d.Term == "worker IDs" {
+			// The cluster's worker IDs cannot be changed to ones of
+			// another layout: this vendor follows the cluster's.
+			fix = "set LEAF_WORKER_ID_RANGE=" + d.Recorded + " (or unset it with the cluster's layout)"
+		}
+		fmt.Fprintf(&b, "\n  %s: the cluster's is %s, this vendor's %s; %s", d.Term, d.Recorded, d.Wanted, fix)
 	}
 	return b.String()
 }
@@ -74,7 +83,10 @@ func fixOf(d kv.Difference) string {
 	case "epoch":
 		return "set LEAF_EPOCH=" + d.Recorded
 	case "layout":
-		return "set LEAF_SNOWFLAKE_LAYOUT to the cluster's (" + d.Recorded + ")"
+		if l, err := snowflake.ParseLayout(d.Recorded); err == nil {
+			return "set LEAF_SNOWFLAKE_LAYOUT=" + l.Name()
+		}
+		return "this build of leaf-nats cannot vend in the cluster's layout " + d.Recorded + " (LEAF_SNOWFLAKE_LAYOUT takes default or js53)"
 	case "worker IDs":
 		return "set LEAF_WORKER_ID_RANGE=" + d.Recorded + ", or change the cluster's with: vendor cluster set -worker-ids " + d.Wanted
 	case "segment store":

@@ -28,7 +28,8 @@ var ErrNoContract = errors.New("kv: no cluster contract recorded")
 type Contract struct {
 	// Epoch is the snowflake epoch, Unix ms.
 	Epoch int64 `json:"epoch"`
-	// Layout is the snowflake bit layout, "1+41+10+12".
+	// Layout is the snowflake bit layout (snowflake.Layout.String): unused,
+	// time, worker and sequence bits, "1+41+10+12" or, for js53, "11+41+4+8".
 	Layout string `json:"layout"`
 	// WorkerIDs is the range of worker IDs this cluster claims, "0-1023".
 	WorkerIDs string `json:"worker_ids"`

@@ -107,7 +107,7 @@ func decodeContract(v []byte) (Contract, error) {
 		errs = append(errs, fmt.Errorf("epoch %d is no Unix ms", c.Epoch))
 	}
 	if !validLayout(c.Layout) {
-		errs = append(errs, fmt.Errorf("layout %q is not 1+<time bits>+<worker bits>+<sequence bits> adding up to 64", c.Layout))
+		errs = append(errs, fmt.Errorf("layout %q is not <unused bits>+<time bits>+<worker bits>+<sequence bits> adding up to 64", c.Layout))
 	}
 	if first, last, ok := parseIDRange(c.WorkerIDs); !ok || first < 0 || last > 1023 || first > last {
 		errs = append(errs, fmt.Errorf("worker IDs %q are not a range first-last within 0-1023", c.WorkerIDs))
@@ -121,17 +121,18 @@ func decodeContract(v []byte) (Contract, error) {
 	return c, errors.Join(errs...)
 }
 
-// validLayout reports whether l reads "1+t+w+s" with the parts adding up to
-// 64 bits.
+// validLayout reports whether l reads "u+t+w+s", unused high bits (the sign
+// bit among them) then time, worker and sequence bits, adding up to 64:
+// "1+41+10+12", or "11+41+4+8" for IDs below 2^53.
 func validLayout(l string) bool {
 	parts := strings.Split(l, "+")
-	if len(parts) != 4 || parts[0] != "1" {
+	if len(parts) != 4 {
 		return false
 	}
-	sum := 1
-	for _, p := range parts[1:] {
+	sum := 0
+	for _, p := range parts {
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 62 {
+		if err != nil || n < 1 || n > 62 || strconv.Itoa(n) != p {
 			return false
 		}
 		sum += n

@@ -88,7 +88,8 @@ func FuzzParseClock(f *testing.F) {
 }
 
 func FuzzDecodeContract(f *testing.F) {
-	seedForeign(f, `{"epoch":1288834974657,"layout":"1+41+10+12","worker_ids":"0-1023","segments":"postgres:a@1.2.3","lease_ttl_ns":30000000000,"by":"h/1","at":"2026-11-22T06:06:44Z"}`)
+	seedForeign(f, `{"epoch":1288834974657,"layout":"1+41+10+12","worker_ids":"0-1023","segments":"postgres:a@1.2.3","lease_ttl_ns":30000000000,"by":"h/1","at":"2026-11-22T06:06:44Z"}`,
+		`{"epoch":1288834974657,"layout":"11+41+4+8","worker_ids":"0-15","by":"h/1","at":"2026-11-22T06:06:44Z"}`)
 	f.Fuzz(func(t *testing.T, v []byte) {
 		c, err := decodeContract(v)
 		if err != nil {
@@ -297,5 +298,17 @@ func TestMarks(t *testing.T) {
 	}
 	if got, _ := m.Mark(ctx, "order"); got != 20000 {
 		t.Fatalf("after a record over the corrupt mark: %d", got)
+	}
+}
+
+// A layout is unused bits, time, worker and sequence bits adding up to 64.
+func TestValidLayout(t *testing.T) {
+	for l, want := range map[string]bool{
+		"1+41+10+12": true, "11+41+4+8": true, "1+39+8+16": true,
+		"0+41+10+13": false, "1+41+10+11": false, "js53": false, "11+41+4+08": false, "+41+10+13": false, "1+41+10+12+0": false,
+	} {
+		if validLayout(l) != want {
+			t.Errorf("validLayout(%q) = %v", l, !want)
+		}
 	}
 }

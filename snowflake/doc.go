@@ -4,6 +4,11 @@
 //
 //	0 | 41 bits: milliseconds since the epoch | 10 bits: worker ID | 12 bits: sequence
 //
+// in LayoutDefault, or below 2^53, so that a JavaScript number holds it, in
+// LayoutJS53 (Settings.Layout; Layout.Decode reads either):
+//
+//	11 zero bits | 41 bits: milliseconds since the epoch | 4 bits: worker ID | 8 bits: sequence
+//
 // Uniqueness rests on two things the caller provides: a worker ID that no
 // other generator holds at the same time, and a clock. The generator is pure:
 // it knows nothing of NATS or of how the worker ID was obtained. The clock is

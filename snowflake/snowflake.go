@@ -12,7 +12,7 @@ import (
 	"github.com/leaf-nats/leaf/ids"
 )
 
-// Bit layout of an ID.
+// Bit layout of an ID in LayoutDefault; Layout gives any layout's.
 const (
 	TimeBits     = 41
 	WorkerBits   = 10
@@ -21,9 +21,6 @@ const (
 	MaxWorkerID = 1<<WorkerBits - 1
 	MaxSequence = 1<<SequenceBits - 1
 	maxElapsed  = 1<<TimeBits - 1
-
-	workerShift = SequenceBits
-	timeShift   = SequenceBits + WorkerBits
 )
 
 // DefaultEpoch is Leaf's (and Twitter's) epoch, 2010-11-04T01:42:54.657Z, in
@@ -35,16 +32,21 @@ const DefaultMaxBackward = 5 * time.Millisecond
 
 // seqStartBound: each millisecond starts its sequence at a random value below
 // this, as Leaf does, so that at low traffic the last digits still spread
-// across shards instead of always being 0.
+// across shards instead of always being 0. A layout with few sequence bits
+// starts below an eighth of its sequences instead, so that the random start
+// costs it at most an eighth of its IDs per millisecond.
 const seqStartBound = 100
+
+func seqBoundOf(l Layout) uint32 { return uint32(min(seqStartBound, (l.MaxSequence()+1)/8)) }
 
 var (
 	// ErrClockBackwards is returned while the clock is behind the last
 	// millisecond used by more than the tolerance.
 	ErrClockBackwards = errors.New("snowflake: clock moved backwards")
 	// ErrTimeOverflow is returned once the milliseconds since the epoch no
-	// longer fit in 41 bits (or the clock is before the epoch).
-	ErrTimeOverflow = errors.New("snowflake: time outside the 41-bit range of the epoch")
+	// longer fit in the layout's time bits (or the clock is before the
+	// epoch).
+	ErrTimeOverflow = errors.New("snowflake: time outside the range of the time bits after the epoch")
 	// ErrNoLease is returned when the generator is outside the window its
 	// worker-ID lease allows.
 	ErrNoLease = errors.New("snowflake: worker ID lease not held")
@@ -83,7 +85,9 @@ func (SystemClock) Sleep(d time.Duration) {
 type Settings struct {
 	// Epoch in Unix milliseconds; 0 means DefaultEpoch.
 	Epoch int64
-	// WorkerID, 0..MaxWorkerID.
+	// Layout of the IDs; the zero value is LayoutDefault.
+	Layout Layout
+	// WorkerID, 0..Layout.MaxWorkerID().
 	WorkerID int
 	// Clock; nil means SystemClock.
 	Clock Clock
@@ -114,7 +118,13 @@ type Stats struct {
 // Generator hands out IDs for one worker ID. It is safe for concurrent use.
 type Generator struct {
 	epoch       int64
-	workerBits  int64
+	layout      Layout
+	workerBits  int64 // the worker ID, shifted into place
+	timeShift   uint8
+	workerShift uint8
+	maxSeq      int
+	maxElapsed  int64
+	seqBound    uint32
 	clock       Clock
 	maxBackward int64 // ms
 	seqStart    func(uint32) uint32
@@ -140,8 +150,10 @@ func New(s Settings) (*Generator, error) {
 	if s.Epoch < 0 {
 		errs = append(errs, fmt.Errorf("epoch %d is negative", s.Epoch))
 	}
-	if s.WorkerID < 0 || s.WorkerID > MaxWorkerID {
-		errs = append(errs, fmt.Errorf("worker ID %d is outside 0..%d", s.WorkerID, MaxWorkerID))
+	if s.Layout != LayoutDefault && s.Layout != LayoutJS53 {
+		errs = append(errs, fmt.Errorf("layout %d is unknown", s.Layout))
+	} else if s.WorkerID < 0 || s.WorkerID > s.Layout.MaxWorkerID() {
+		errs = append(errs, fmt.Errorf("worker ID %d is outside 0..%d of layout %s", s.WorkerID, s.Layout.MaxWorkerID(), s.Layout.Name()))
 	}
 	if s.Clock == nil {
 		s.Clock = SystemClock{}
@@ -161,20 +173,30 @@ func New(s Settings) (*Generator, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSettings, err)
 	}
+	l := s.Layout
 	return &Generator{
 		epoch:       s.Epoch,
-		workerBits:  int64(s.WorkerID) << workerShift,
+		layout:      l,
+		workerBits:  int64(s.WorkerID) << l.SequenceBits(),
+		timeShift:   uint8(l.SequenceBits() + l.WorkerBits()),
+		workerShift: uint8(l.SequenceBits()),
+		maxSeq:      l.MaxSequence(),
+		maxElapsed:  l.MaxElapsed(),
+		seqBound:    seqBoundOf(l),
 		clock:       s.Clock,
 		maxBackward: s.MaxBackward.Milliseconds(),
 		seqStart:    s.SeqStart,
 		last:        s.Last,
-		seq:         MaxSequence + 1, // Last is used up: start in a later millisecond
+		seq:         l.MaxSequence() + 1, // Last is used up: start in a later millisecond
 		limited:     s.Leased,
 	}, nil
 }
 
 // WorkerID returns the generator's worker ID.
-func (g *Generator) WorkerID() int { return int(g.workerBits >> workerShift) }
+func (g *Generator) WorkerID() int { return int(g.workerBits >> g.workerShift) }
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
 
 // Epoch returns the generator's epoch in Unix milliseconds.
 func (g *Generator) Epoch() int64 { return g.epoch }
@@ -283,8 +305,8 @@ func (g *Generator) run(now int64, n int) (ids.Range, int64, error) {
 	for {
 		if now > g.last {
 			g.last = now
-			g.seq = int(g.seqStart(seqStartBound))
-		} else if g.seq > MaxSequence {
+			g.seq = int(g.seqStart(g.seqBound))
+		} else if g.seq > g.maxSeq {
 			// This millisecond is used up: wait for the next one.
 			var err error
 			if now, err = g.nextMilli(); err != nil {
@@ -293,17 +315,17 @@ func (g *Generator) run(now int64, n int) (ids.Range, int64, error) {
 			continue
 		}
 		elapsed := g.last - g.epoch
-		if elapsed < 0 || elapsed > maxElapsed {
+		if elapsed < 0 || elapsed > g.maxElapsed {
 			return ids.Range{}, now, fmt.Errorf("%w: %d ms since epoch %d", ErrTimeOverflow, elapsed, g.epoch)
 		}
 		if g.limited && g.last > g.limitMs {
 			return ids.Range{}, now, fmt.Errorf("%w: millisecond %d is past the lease's %d", ErrNoLease, g.last, g.limitMs)
 		}
-		base := elapsed<<timeShift | g.workerBits
+		base := elapsed<<(g.timeShift&63) | g.workerBits // &63: no shift-bound check
 		if base == 0 && g.seq == 0 {
 			g.seq = 1 // the epoch's first millisecond on worker 0: never ID 0
 		}
-		k := min(n, MaxSequence+1-g.seq)
+		k := min(n, g.maxSeq+1-g.seq)
 		r := ids.Range{First: base | int64(g.seq), Count: int64(k)}
 		g.seq += k
 		return r, now, nil

@@ -133,7 +133,10 @@ type ContractState struct {
 	// LEAF_WORKER_ID_RANGE): peers compare theirs with them.
 	Epoch     int64  `json:"epoch"`
 	WorkerIDs string `json:"worker_ids"`
-	// SnowflakeEnds is when the 41 time bits after Epoch run out.
+	// Layout is this vendor's snowflake layout (LEAF_SNOWFLAKE_LAYOUT):
+	// "default" or "js53".
+	Layout string `json:"layout"`
+	// SnowflakeEnds is when the layout's time bits after Epoch run out.
 	SnowflakeEnds time.Time `json:"snowflake_ends"`
 	// Note is why the last check could not complete; Refused why segment
 	// requests are refused, SnowflakeRefused why snowflake ones are;
@@ -255,7 +258,9 @@ func (v *State) Snapshot(withRows bool) Status {
 	s.Worker.LeaseTTL = max(v.src.LeaseTTL, gs.LeaseTTL)
 	s.Contract.Segments, s.Contract.Note, s.Contract.Blind, s.Contract.Unseen = gs.Terms.Segments, gs.Note, gs.Blind, gs.Unseen
 	s.Contract.Epoch, s.Contract.WorkerIDs = gs.Terms.Epoch, gs.Terms.WorkerIDs
-	s.Contract.SnowflakeEnds = SnowflakeEnds(s.Contract.Epoch)
+	layout, _ := snowflake.ParseLayout(gs.Terms.Layout) // the vendor's own terms: one it vends in
+	s.Contract.Layout = layout.Name()
+	s.Contract.SnowflakeEnds = SnowflakeEnds(s.Contract.Epoch, layout)
 	s.Contract.Refused, s.Contract.SnowflakeRefused = gs.SegmentsRefused, gs.SnowflakeRefused
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}
 	s.Segments = segmentStatus{Store: v.src.StoreKind, StoreUp: v.src.Allocator.StoreUp()}
@@ -341,12 +346,10 @@ func (v *State) storeRows() ([]rowStatus, string) {
 	return v.rows, v.rowErr
 }
 
-// SnowflakeEnds is the first millisecond the time bits after epoch cannot
-// hold: from then on every snowflake request is refused (uid-generator's
-// users met theirs in production, its issue #100).
-func SnowflakeEnds(epoch int64) time.Time {
-	return time.UnixMilli(epoch + 1<<snowflake.TimeBits).UTC()
-}
+// SnowflakeEnds is the first millisecond the time bits of layout after
+// epoch cannot hold: from then on every snowflake request is refused
+// (uid-generator's users met theirs in production, its issue #100).
+func SnowflakeEnds(epoch int64, layout snowflake.Layout) time.Time { return layout.Ends(epoch) }
 
 // serviceSummary is what each endpoint's micro stats tell of the whole
 // vendor, so that `nats micro stats leaf` shows it whichever endpoint one

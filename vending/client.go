@@ -2,6 +2,7 @@ package vending
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -294,4 +295,29 @@ func (s *Source) setStrict(strict bool) {
 func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTooManyRequests) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Decode asks a vendor (<prefix>.snowflake.decode) for the parts of a
+// snowflake ID: the vendor reads it in its own epoch and layout, and the
+// reply's Layout says which layout that is.
+func (c *Client) Decode(ctx context.Context, id int64) (Decoded, error) {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	subject := c.cfg.Prefix + ".snowflake.decode"
+	reply, err := c.nc.RequestWithContext(actx, subject, strconv.AppendInt(nil, id, 10))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Decoded{}, ctx.Err()
+		}
+		return Decoded{}, fmt.Errorf("vending: %s: %w", subject, err)
+	}
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+		n, _ := strconv.Atoi(code)
+		return Decoded{}, &Error{Code: n, Message: reply.Header.Get(micro.ErrorHeader)}
+	}
+	var d Decoded
+	if err := json.Unmarshal(reply.Data, &d); err != nil || d.ID != strconv.FormatInt(id, 10) {
+		return Decoded{}, fmt.Errorf("%w: %s answered %q for ID %d", ErrBadReply, subject, reply.Data, id)
+	}
+	return d, nil
 }

@@ -88,6 +88,9 @@ type Config struct {
 	// Epoch of the snowflake IDs, for <prefix>.snowflake.decode. Default
 	// snowflake.DefaultEpoch.
 	Epoch int64
+	// Layout of the snowflake IDs, for <prefix>.snowflake.decode and the
+	// service metadata (MetaLayout). The zero value is the default layout.
+	Layout snowflake.Layout
 	// Segments serves <prefix>.segment.<tag> when set. It bounds how long a
 	// request waits for its store itself (segment.Options.Wait).
 	Segments Segments
@@ -227,6 +230,8 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
 		MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
 		"prefix":          c.Prefix,
+		MetaLayout:        c.Layout.Name(),
+		MetaLayoutBits:    c.Layout.String(),
 		"encodings":       EncodingText + "," + EncodingBinary + "," + EncodingRanges,
 		"encoding_header": EncodingHeader + ": " + EncodingText + " (default: ASCII decimals, one a line), " + EncodingBinary + " (8-byte big-endian IDs), " + EncodingRanges + " (runs of consecutive IDs as first,count pairs)",
 		"errors":          "headers " + micro.ErrorCodeHeader + " (400 bad request, 404 unknown tag, 410 IDs used up, 429 a tag asked for faster than its rate limit, 503 cannot vend now, 500 a bug) and " + micro.ErrorHeader + " (what to do); the body is the same sentence",
@@ -289,9 +294,10 @@ func (s *Service) addEndpoints() error {
 			return fmt.Errorf("vending: add snowflake endpoint: %w", err)
 		}
 		if err := s.svc.AddEndpoint(EndpointDecode, s.guard(ModeDecode, micro.HandlerFunc(s.decode)), micro.WithEndpointSubject(p+".snowflake.decode"), micro.WithEndpointMetadata(map[string]string{
-			"request": "one snowflake ID as an ASCII decimal",
-			"reply":   `JSON {"id","time","timestamp_ms","worker_id","sequence"}; the id is a string`,
-			"epoch":   strconv.FormatInt(c.Epoch, 10),
+			"request":  "one snowflake ID as an ASCII decimal",
+			"reply":    `JSON {"id","time","timestamp_ms","worker_id","sequence","layout"}; the id is a string`,
+			"epoch":    strconv.FormatInt(c.Epoch, 10),
+			MetaLayout: c.Layout.Name(),
 		})); err != nil {
 			return fmt.Errorf("vending: add decode endpoint: %w", err)
 		}
@@ -595,9 +601,10 @@ func (s *Service) decode(req micro.Request) {
 		s.fail(req, ModeDecode, "", fmt.Errorf("%w: the request body must be one snowflake ID as a decimal, not %s", ErrBadID, quote(req.Data())), start)
 		return
 	}
-	p, err := snowflake.Decode(id, s.cfg.Epoch)
+	l := s.cfg.Layout
+	p, err := l.Decode(id, s.cfg.Epoch)
 	if err != nil {
-		s.fail(req, ModeDecode, "", fmt.Errorf("%w: %d is not a snowflake ID: IDs are positive decimals such as 1862213154793730049", ErrBadID, id), start)
+		s.fail(req, ModeDecode, "", fmt.Errorf("%w: %d is not a snowflake ID of layout %s (%s): IDs are positive decimals such as %d", ErrBadID, id, l.Name(), l, exampleID(l)), start)
 		return
 	}
 	req.RespondJSON(Decoded{
@@ -606,6 +613,7 @@ func (s *Service) decode(req micro.Request) {
 		TimestampMs: p.UnixMilli,
 		WorkerID:    p.WorkerID,
 		Sequence:    p.Sequence,
+		Layout:      l.Name(),
 	})
 	s.obs.Observe(ModeDecode, "", CodeOK, 0, time.Since(start))
 }
@@ -618,7 +626,27 @@ type Decoded struct {
 	TimestampMs int64  `json:"timestamp_ms"`
 	WorkerID    int    `json:"worker_id"`
 	Sequence    int    `json:"sequence"`
+	// Layout is the layout the ID was read in (LEAF_SNOWFLAKE_LAYOUT):
+	// "default" or "js53".
+	Layout string `json:"layout"`
 }
+
+// exampleID is an ID of layout l, for error messages.
+func exampleID(l snowflake.Layout) int64 {
+	if l == snowflake.LayoutJS53 {
+		return 1946275943805701
+	}
+	return 1862213154793730049
+}
+
+// MetaLayout is the service metadata key of the snowflake layout's name
+// (LEAF_SNOWFLAKE_LAYOUT: default or js53), so that a client can tell
+// whether IDs fit a JavaScript number (js53: below 2^53). MetaLayoutBits
+// is its bit split, "1+41+10+12" or "11+41+4+8".
+const (
+	MetaLayout     = "snowflake_layout"
+	MetaLayoutBits = "snowflake_layout_bits"
+)
 
 // MetaMaxBatch is the service metadata key of the largest count one
 // request may ask for (LEAF_MAX_BATCH), so that clients can find it with

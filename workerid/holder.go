@@ -31,8 +31,20 @@ type Range struct {
 	First, Last int
 }
 
-// AllIDs is every worker ID.
+// AllIDs is every worker ID of the default layout.
 var AllIDs = Range{0, snowflake.MaxWorkerID}
+
+// AllOf is every worker ID of layout l.
+func AllOf(l snowflake.Layout) Range { return Range{0, l.MaxWorkerID()} }
+
+// CheckIn returns an error unless r is a non-empty range within layout l's
+// worker IDs.
+func (r Range) CheckIn(l snowflake.Layout) error {
+	if r.First < 0 || r.Last > l.MaxWorkerID() || r.First > r.Last {
+		return fmt.Errorf("worker ID range %s is not within %s, the worker IDs of layout %s", r, AllOf(l), l.Name())
+	}
+	return nil
+}
 
 // One is the range of worker ID id alone.
 func One(id int) Range { return Range{id, id} }

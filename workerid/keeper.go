@@ -40,7 +40,8 @@ type Config struct {
 	// marked with Permanent ends the Keeper if no worker ID was ever held;
 	// every other error is retried with backoff.
 	Claim func(ctx context.Context, r ClaimRequest) (Holder, error)
-	// IDs bounds the worker IDs claimed; nil means AllIDs.
+	// IDs bounds the worker IDs claimed; nil means every worker ID of
+	// Generator.Layout.
 	IDs *Range
 	// Static, when set, pins one worker ID (Leaf's local mode) instead of
 	// claiming any free one.
@@ -83,15 +84,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Claim == nil {
 		errs = append(errs, errors.New("Claim is nil; pass a function that claims worker IDs (kv.Claim)"))
 	}
+	l := c.Generator.Layout
 	if c.IDs == nil {
-		c.IDs = &AllIDs
+		all := AllOf(l)
+		c.IDs = &all
 	}
-	if err := c.IDs.Check(); err != nil {
+	if err := c.IDs.CheckIn(l); err != nil {
 		errs = append(errs, err)
 	}
 	if s := c.Static; s != nil {
-		if s.ID < 0 || s.ID > snowflake.MaxWorkerID {
-			errs = append(errs, fmt.Errorf("static worker ID %d is outside 0..%d", s.ID, snowflake.MaxWorkerID))
+		if s.ID < 0 || s.ID > l.MaxWorkerID() {
+			errs = append(errs, fmt.Errorf("static worker ID %d is outside 0..%d of layout %s", s.ID, l.MaxWorkerID(), l.Name()))
 		}
 		if s.File == "" {
 			errs = append(errs, fmt.Errorf("static worker ID %d has no timestamp file", s.ID))

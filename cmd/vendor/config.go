@@ -51,12 +51,13 @@ type Config struct {
 	MaxRangeBatch int    `envconfig:"MAX_RANGE_BATCH" default:"1000000000" desc:"largest count of segment IDs one request may ask for in the ranges encoding"`
 	ReplyPrefixes string `envconfig:"REPLY_PREFIXES" default:"_INBOX.,_R_." desc:"reply subjects answered, comma-separated prefixes: inboxes (add a client's nats.CustomInboxPrefix); a request with another reply subject is dropped"`
 
-	WorkerID       string        `envconfig:"WORKER_ID" desc:"static worker ID 0..1023 (Leaf's local mode); unset claims one from KV"`
-	WorkerIDRange  string        `envconfig:"WORKER_ID_RANGE" default:"0-1023" desc:"worker IDs this cluster may claim (disjoint ranges for clusters, or a Leaf deployment, serving the same consumers)"`
+	WorkerID       string        `envconfig:"WORKER_ID" desc:"static worker ID 0..1023, 0..15 with LEAF_SNOWFLAKE_LAYOUT=js53 (Leaf's local mode); unset claims one from KV"`
+	WorkerIDRange  string        `envconfig:"WORKER_ID_RANGE" desc:"worker IDs this cluster may claim, first-last (disjoint ranges for clusters, or a Leaf deployment, serving the same consumers); unset: all of the layout's, 0-1023 (js53: 0-15)"`
 	WorkerFile     string        `envconfig:"WORKER_FILE" desc:"with LEAF_WORKER_ID: file keeping its last timestamp (default <store dir>/worker-<id>.last)"`
 	WorkerLeaseTTL time.Duration `envconfig:"WORKER_LEASE_TTL" default:"30s" desc:"worker-ID lease TTL; renewed every third of it"`
 	KVReplicas     int           `envconfig:"KV_REPLICAS" default:"1" desc:"replicas of the KV buckets when this vendor creates them"`
 	Epoch          int64         `envconfig:"EPOCH" default:"1288834974657" desc:"snowflake epoch, Unix ms"`
+	Layout         string        `envconfig:"SNOWFLAKE_LAYOUT" default:"default" desc:"snowflake bit layout: default (1+41+10+12) or js53 (11+41+4+8: IDs below 2^53, exact in a JavaScript number; 16 worker IDs, 256 IDs per ms each); part of the cluster contract"`
 	ClockTolerance time.Duration `envconfig:"CLOCK_TOLERANCE" default:"5ms" desc:"backwards clock step that is waited out; larger ones answer 503"`
 	ClockMaxSkew   time.Duration `envconfig:"CLOCK_MAX_SKEW" default:"1s" desc:"a vendor whose clock is further from the NATS server's and its live peers' claims no worker ID"`
 	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
@@ -112,11 +113,13 @@ func (c Config) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	ids, err := c.workerIDRange()
-	add(err)
+	_, lerr := c.layout()
+	add(lerr)
+	ids, rerr := c.workerIDRange()
+	add(rerr)
 	id, err := c.staticWorkerID()
 	add(err)
-	bad(err == nil && id >= 0 && ids.Check() == nil && !ids.Contains(id), "LEAF_WORKER_ID %d is outside LEAF_WORKER_ID_RANGE %s: pin an ID of the range", id, c.WorkerIDRange)
+	bad(err == nil && rerr == nil && id >= 0 && !ids.Contains(id), "LEAF_WORKER_ID %d is outside LEAF_WORKER_ID_RANGE %s: pin an ID of the range", id, ids)
 	bad(c.ClockMaxSkew < 0 || c.ClockMaxSkew > time.Minute, "LEAF_CLOCK_MAX_SKEW %v: want 0..1m (0: no check)", c.ClockMaxSkew)
 	bad(c.WorkerLeaseTTL < time.Second, "LEAF_WORKER_LEASE_TTL %v: want at least 1s", c.WorkerLeaseTTL)
 	bad(c.StrictLeaseTTL < time.Second || c.StrictLeaseTTL > 5*time.Minute, "LEAF_STRICT_LEASE_TTL %v: want 1s..5m", c.StrictLeaseTTL)
@@ -175,12 +178,27 @@ func (c Config) replyPrefixes() []string {
 // terms are what this vendor vends by, as the cluster contract records
 // them (the segment store is filled in once it answers).
 func (c Config) terms() cluster.Terms {
-	return cluster.Terms{Epoch: c.Epoch, Layout: layout(), WorkerIDs: c.WorkerIDRange}
+	l, _ := c.layout() // checked by validate
+	return cluster.Terms{Epoch: c.Epoch, Layout: l.String(), WorkerIDs: c.workerIDs()}
 }
 
-// layout is the snowflake bit layout as the contract records it.
-func layout() string {
-	return fmt.Sprintf("1+%d+%d+%d", snowflake.TimeBits, snowflake.WorkerBits, snowflake.SequenceBits)
+// layout parses LEAF_SNOWFLAKE_LAYOUT.
+func (c Config) layout() (snowflake.Layout, error) {
+	l, err := snowflake.ParseLayout(c.Layout)
+	if err != nil {
+		return l, fmt.Errorf("LEAF_SNOWFLAKE_LAYOUT %q: want default (1+41+10+12) or js53 (11+41+4+8, IDs below 2^53)", c.Layout)
+	}
+	return l, nil
+}
+
+// workerIDs is LEAF_WORKER_ID_RANGE as set, or unset every worker ID of
+// the layout, as the contract records it.
+func (c Config) workerIDs() string {
+	if c.WorkerIDRange != "" {
+		return c.WorkerIDRange
+	}
+	l, _ := c.layout()
+	return workerid.AllOf(l).String()
 }
 
 // instanceName names this vendor process: in lease values, the contract,
@@ -194,11 +212,17 @@ func instanceName() string {
 // identity it keeps in itself.
 func storeName(kind string, info segment.StoreInfo) string { return kind + ":" + info.ID }
 
-// workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last".
+// workerIDRange parses LEAF_WORKER_ID_RANGE, "first-last", a range of the
+// layout's worker IDs.
 func (c Config) workerIDRange() (workerid.Range, error) {
-	r, err := workerid.ParseRange(c.WorkerIDRange)
+	r, err := workerid.ParseRange(c.workerIDs())
 	if err != nil {
 		return r, fmt.Errorf("LEAF_WORKER_ID_RANGE %w", err)
+	}
+	if l, err := c.layout(); err == nil && r.CheckIn(l) != nil {
+		all := workerid.AllOf(l)
+		return workerid.Range{First: 0, Last: -1}, fmt.Errorf("LEAF_WORKER_ID_RANGE %s is not within %s, the worker IDs of LEAF_SNOWFLAKE_LAYOUT=%s: set LEAF_WORKER_ID_RANGE within %s, or unset it for all of them",
+			r, all, l.Name(), all)
 	}
 	return r, nil
 }
@@ -216,9 +240,10 @@ func (c Config) staticWorkerID() (int, error) {
 	if c.WorkerID == "" {
 		return -1, nil
 	}
+	l, _ := c.layout()
 	id, err := strconv.Atoi(strings.TrimSpace(c.WorkerID))
-	if err != nil || id < 0 || id > snowflake.MaxWorkerID {
-		return -1, fmt.Errorf("LEAF_WORKER_ID %q: want 0..%d, or unset to claim one from KV", c.WorkerID, snowflake.MaxWorkerID)
+	if err != nil || id < 0 || id > l.MaxWorkerID() {
+		return -1, fmt.Errorf("LEAF_WORKER_ID %q: want 0..%d (the worker IDs of LEAF_SNOWFLAKE_LAYOUT=%s), or unset to claim one from KV", c.WorkerID, l.MaxWorkerID(), l.Name())
 	}
 	return id, nil
 }

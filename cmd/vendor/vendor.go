@@ -268,6 +268,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 	})
 	reg.MustRegister(state.Collector())
 	sf := v.guard.Snowflake(v.keeper)
+	layout, _ := cfg.layout() // checked by validate
 	var err error
 	v.svc, err = vending.Open(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
@@ -277,6 +278,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Version:       build.Version,
 		Snowflake:     sf,
 		Epoch:         cfg.Epoch,
+		Layout:        layout,
 		Segments:      v.segs,
 		Stats:         state.EndpointStats(build.Version),
 		Metadata:      v.metadata(build),
@@ -304,13 +306,14 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 // metadata is what `nats micro info leaf` shows of this vendor.
 func (v *vendor) metadata(build buildInfo) map[string]string {
 	cfg := v.cfg
+	layout, _ := cfg.layout() // checked by validate
 	return map[string]string{
 		"instance":            instanceName(),
 		"revision":            build.Revision,
 		"go_version":          build.GoVersion,
-		"worker_ids":          cfg.WorkerIDRange,
+		"worker_ids":          cfg.workerIDs(),
 		"epoch":               strconv.FormatInt(cfg.Epoch, 10),
-		"snowflake_ends":      status.SnowflakeEnds(cfg.Epoch).Format(time.RFC3339),
+		"snowflake_ends":      status.SnowflakeEnds(cfg.Epoch, layout).Format(time.RFC3339),
 		"segment_store":       cfg.storeKind(),
 		vending.MetaRateLimit: strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,
@@ -405,11 +408,13 @@ func (v *vendor) startEmbedded() (string, error) {
 func (v *vendor) keeperConfig(clock snowflake.Clock) workerid.Config {
 	cfg := v.cfg
 	ids, _ := cfg.workerIDRange() // checked by validate
+	layout, _ := cfg.layout()
 	kc := workerid.Config{
 		Claim: v.guard.Claim,
 		IDs:   &ids,
 		Generator: snowflake.Settings{
 			Epoch:       cfg.Epoch,
+			Layout:      layout,
 			Clock:       clock,
 			MaxBackward: cfg.maxBackward(),
 		},

@@ -21,7 +21,9 @@ import (
 // versions its package-lock.json pins) against a real vendor: 64-bit IDs
 // arrive whole as BigInt, in text and binary, the error headers are read,
 // the background prefetch hands out unique, ascending segment IDs, and what
-// it prints for a person is a few short lines.
+// it prints for a person is a few short lines. Against a js53 vendor
+// (LEAF_SNOWFLAKE_LAYOUT=js53) it learns the layout from the service info
+// and the snowflake IDs are plain JavaScript numbers, every digit intact.
 func TestJavaScriptExample(t *testing.T) {
 	node, npm := testtool.Path(t, "node"), testtool.Path(t, "npm")
 	dir := t.TempDir()
@@ -49,57 +51,27 @@ func TestJavaScriptExample(t *testing.T) {
 	env := map[string]string{"LEAF_NATS_URL": nats.url()}
 	vendorCommand(t, env, "tags", "add", "order", "-step", "1000")
 	worker := startVendor(t, "js", env).waitServing()
-	runNode := func(args ...string) []byte {
+	runNode := func(url string, args ...string) []byte {
 		t.Helper()
 		run := exec.CommandContext(ctx, node, append([]string{"leaf.mjs"}, args...)...)
 		run.Dir = dir
-		run.Env = append(os.Environ(), "NATS_URL="+nats.url())
+		run.Env = append(os.Environ(), "NATS_URL="+url)
 		out, err := run.Output()
 		if err != nil {
 			t.Fatalf("node leaf.mjs %v: %v\n%s", args, err, out)
 		}
 		return out
 	}
-	readable := strings.Split(strings.TrimSpace(string(runNode())), "\n")
+	readable := strings.Split(strings.TrimSpace(string(runNode(nats.url()))), "\n")
 	if len(readable) != 5 || slices.ContainsFunc(readable, func(l string) bool { return len(l) > 200 }) {
 		t.Errorf("node leaf.mjs printed %d lines, want 5 short ones:\n%s", len(readable), strings.Join(readable, "\n"))
 	}
-	out := runNode("--json")
-	var got struct {
-		Snowflake, Binary []string
-		BadCount          struct{ Code int }
-		UnknownTag        struct {
-			Code    int
-			Message string
-		}
-		Prefetched struct {
-			IDs, Unique int
-			Ascending   bool
-		}
+	got := parseExample(t, runNode(nats.url(), "--json"))
+	if got.Layout != "default" || got.Type != "bigint" {
+		t.Errorf("against a default vendor: layout %q, IDs of type %s; want default and bigint", got.Layout, got.Type)
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("node leaf.mjs printed %q: %v", out, err)
-	}
-	// Every digit survived: the IDs decode to this vendor's worker ID.
-	for _, list := range [][]string{got.Snowflake, got.Binary} {
-		ids := make([]int64, len(list))
-		for i, s := range list {
-			id, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				t.Fatalf("ID %q: %v", s, err)
-			}
-			if p, _ := snowflake.Decode(id, snowflake.DefaultEpoch); p.WorkerID != worker {
-				t.Fatalf("ID %s decodes to worker %d, not the vendor's %d: digits lost", s, p.WorkerID, worker)
-			}
-			ids[i] = id
-		}
-		if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
-			t.Fatalf("IDs not unique and ascending: %v", list[:min(5, len(list))])
-		}
-	}
+	checkExampleIDs(t, got, snowflake.LayoutDefault, worker)
 	switch {
-	case len(got.Snowflake) != 3 || len(got.Binary) != 1000:
-		t.Errorf("got %d text and %d binary IDs, want 3 and 1000", len(got.Snowflake), len(got.Binary))
 	case got.BadCount.Code != 400:
 		t.Errorf("a bad count gave %+v, want a 400 read from the headers", got.BadCount)
 	case got.UnknownTag.Code != 404 || !strings.Contains(got.UnknownTag.Message, "vendor tags add no-such-tag"):
@@ -107,6 +79,71 @@ func TestJavaScriptExample(t *testing.T) {
 	case got.Prefetched.IDs != 10000 || got.Prefetched.Unique != 10000 || !got.Prefetched.Ascending:
 		t.Errorf("prefetched %+v, want 10000 unique ascending IDs", got.Prefetched)
 	}
+
+	// A js53 vendor (its own NATS: its own cluster contract): the example
+	// reads the layout from the service info and prints plain numbers.
+	nats53 := startNATS(t)
+	env53 := map[string]string{"LEAF_NATS_URL": nats53.url(), "LEAF_SNOWFLAKE_LAYOUT": "js53"}
+	vendorCommand(t, env53, "tags", "add", "order", "-step", "1000")
+	worker53 := startVendor(t, "js53", env53).waitServing()
+	got53 := parseExample(t, runNode(nats53.url(), "--json"))
+	if got53.Layout != "js53" || got53.Type != "number" {
+		t.Errorf("against a js53 vendor: layout %q, IDs of type %s; want js53 and number", got53.Layout, got53.Type)
+	}
+	checkExampleIDs(t, got53, snowflake.LayoutJS53, worker53)
+	if line := string(runNode(nats53.url())); !strings.Contains(line, "3 snowflake IDs (js53, number)") {
+		t.Errorf("node leaf.mjs against a js53 vendor printed:\n%s", line)
+	}
 	report(t, "javascript example (nats.js): text=%d binary=%d bad-count=%d unknown-tag=%d prefetched=%d unique=%d ascending=%v",
 		len(got.Snowflake), len(got.Binary), got.BadCount.Code, got.UnknownTag.Code, got.Prefetched.IDs, got.Prefetched.Unique, got.Prefetched.Ascending)
+}
+
+// exampleOutput is what node leaf.mjs --json prints. The snowflake IDs are
+// JSON strings for the default layout and JSON numbers for js53.
+type exampleOutput struct {
+	Layout, Type      string
+	Snowflake, Binary []json.Number
+	BadCount          struct{ Code int }
+	UnknownTag        struct {
+		Code    int
+		Message string
+	}
+	Prefetched struct {
+		IDs, Unique int
+		Ascending   bool
+	}
+}
+
+func parseExample(t *testing.T, out []byte) exampleOutput {
+	t.Helper()
+	var got exampleOutput
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node leaf.mjs printed %q: %v", out, err)
+	}
+	return got
+}
+
+// checkExampleIDs checks that every digit survived: the IDs decode in
+// layout to the vendor's worker ID, and are unique and ascending.
+func checkExampleIDs(t *testing.T, got exampleOutput, layout snowflake.Layout, worker int) {
+	t.Helper()
+	if len(got.Snowflake) != 3 || len(got.Binary) != 1000 {
+		t.Errorf("got %d text and %d binary IDs, want 3 and 1000", len(got.Snowflake), len(got.Binary))
+	}
+	for _, list := range [][]json.Number{got.Snowflake, got.Binary} {
+		ids := make([]int64, len(list))
+		for i, s := range list {
+			id, err := strconv.ParseInt(string(s), 10, 64)
+			if err != nil {
+				t.Fatalf("ID %q: %v", s, err)
+			}
+			if p, err := layout.Decode(id, snowflake.DefaultEpoch); err != nil || p.WorkerID != worker {
+				t.Fatalf("ID %s decodes in %s to worker %d (%v), not the vendor's %d: digits lost", s, layout.Name(), p.WorkerID, err, worker)
+			}
+			ids[i] = id
+		}
+		if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+			t.Fatalf("IDs not unique and ascending: %v", list[:min(5, len(list))])
+		}
+	}
 }
