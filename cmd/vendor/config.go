@@ -57,7 +57,7 @@ type Config struct {
 	WorkerLeaseTTL time.Duration `envconfig:"WORKER_LEASE_TTL" default:"30s" desc:"worker-ID lease TTL; renewed every third of it"`
 	KVReplicas     int           `envconfig:"KV_REPLICAS" default:"1" desc:"replicas of the KV buckets when this vendor creates them"`
 	Epoch          int64         `envconfig:"EPOCH" default:"1288834974657" desc:"snowflake epoch, Unix ms"`
-	Layout         string        `envconfig:"SNOWFLAKE_LAYOUT" default:"default" desc:"snowflake bit layout: default (1+41+10+12) or js53 (11+41+4+8: IDs below 2^53, exact in a JavaScript number; 16 worker IDs, 256 IDs per ms each); part of the cluster contract"`
+	Layout         string        `envconfig:"SNOWFLAKE_LAYOUT" default:"1+41+10+12" desc:"snowflake bit layout: 1+41+10+12 (also named default) or js53 (11+41+4+8: IDs below 2^53, exact in a JavaScript number; 16 worker IDs, 256 IDs per ms each); part of the cluster contract"`
 	ClockTolerance time.Duration `envconfig:"CLOCK_TOLERANCE" default:"5ms" desc:"backwards clock step that is waited out; larger ones answer 503"`
 	ClockMaxSkew   time.Duration `envconfig:"CLOCK_MAX_SKEW" default:"1s" desc:"a vendor whose clock is further from the NATS server's and its live peers' claims no worker ID"`
 	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
@@ -186,7 +186,7 @@ func (c Config) terms() cluster.Terms {
 func (c Config) layout() (snowflake.Layout, error) {
 	l, err := snowflake.ParseLayout(c.Layout)
 	if err != nil {
-		return l, fmt.Errorf("LEAF_SNOWFLAKE_LAYOUT %q: want default (1+41+10+12) or js53 (11+41+4+8, IDs below 2^53)", c.Layout)
+		return l, fmt.Errorf("LEAF_SNOWFLAKE_LAYOUT %q: want 1+41+10+12 (or default) or js53 (11+41+4+8, IDs below 2^53)", c.Layout)
 	}
 	return l, nil
 }

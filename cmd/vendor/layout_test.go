@@ -16,7 +16,7 @@ func TestLayoutBoundsTheWorkerIDs(t *testing.T) {
 		{map[string]string{}, "", "0-1023"},
 		{map[string]string{"LEAF_SNOWFLAKE_LAYOUT": "js53"}, "", "0-15"},
 		{map[string]string{"LEAF_SNOWFLAKE_LAYOUT": "11+41+4+8", "LEAF_WORKER_ID_RANGE": "4-7", "LEAF_WORKER_ID": "5"}, "", "4-7"},
-		{map[string]string{"LEAF_SNOWFLAKE_LAYOUT": "js64"}, "LEAF_SNOWFLAKE_LAYOUT \"js64\": want default", ""},
+		{map[string]string{"LEAF_SNOWFLAKE_LAYOUT": "js64"}, "LEAF_SNOWFLAKE_LAYOUT \"js64\": want 1+41+10+12", ""},
 		{map[string]string{"LEAF_SNOWFLAKE_LAYOUT": "js53", "LEAF_WORKER_ID_RANGE": "0-1023"},
 			"LEAF_WORKER_ID_RANGE 0-1023 is not within 0-15, the worker IDs of LEAF_SNOWFLAKE_LAYOUT=js53", ""},
 		{map[string]string{"LEAF_SNOWFLAKE_LAYOUT": "js53", "LEAF_WORKER_ID": "16"},
