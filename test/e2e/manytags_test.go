@@ -20,13 +20,13 @@ import (
 )
 
 // TestManyTags is issue 23's tenant-per-tag run: a Postgres store with many
-// tags (100,000 in a soak, 10,000 otherwise), two vendors, a tenth of the
+// tags (100,000 in a soak, 5,000 otherwise), two vendors, a tenth of the
 // tags asked for once each. Every request is answered; each vendor stays
 // under 100 MB of resident memory; micro stats and info, /cluster.json,
 // /metrics and /status.json all answer, with their size bounded whatever
 // the number of tags. It reports the memory per tag, known and in use.
 func TestManyTags(t *testing.T) {
-	tags, used := 10_000, 1_000
+	tags, used := 5_000, 500
 	if soak() {
 		tags, used = 100_000, 20_000
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/pgtest"
 )
 
-// TestPostgresOutage stops Postgres for 30s under segment load. Vending
+// TestPostgresOutage stops Postgres for 15s under segment load. Vending
 // goes on from the buffers while they last, then every request gets a 503
 // (none hangs past its timeout), and vending recovers after the restart.
 func TestPostgresOutage(t *testing.T) {
@@ -29,7 +29,7 @@ func TestPostgresOutage(t *testing.T) {
 	stopped := time.Now()
 	eventually(t, 60*time.Second, "503s once the buffers are empty", func() bool { return tl.errCount("503") > 0 })
 	_, okAt503 := tl.counts()
-	outage := scaled(30 * time.Second)
+	outage := scaled(15 * time.Second)
 	<-time.After(time.Until(stopped.Add(outage))) // the fault's length, not a synchronisation
 	pg.Start()
 	tl.waitOK(t, 50, 60*time.Second, "after Postgres restarted")

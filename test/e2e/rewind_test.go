@@ -215,7 +215,7 @@ func natsRestored(t *testing.T, name string, ttl time.Duration) {
 //
 // Worker IDs 5-7 are the cluster's; 6 and 7 are held by phantom leases
 // written before the copy, so that every claim is of worker ID 5 until the
-// test frees 7. The lease TTL is 30s. A holder gives an ID up at its next
+// test frees 7. The lease TTL is 15s. A holder gives an ID up at its next
 // renewal, which a request brings forward or a third of the TTL brings at
 // the latest; when the holder is reachable, Y gives its claim up recording
 // its deadline over X's lost IDs, and the next claim of 5 waits that out
@@ -246,7 +246,7 @@ type quietCluster struct {
 	saved  string // the store as it was before X's claim
 }
 
-const quietTTL = 30 * time.Second
+const quietTTL = 15 * time.Second
 
 // startQuietCluster makes the worker-ID buckets with phantom holders of 6
 // and 7, runs a vendor that records the cluster contract and releases its
