@@ -66,9 +66,7 @@ type PeerMarks struct {
 	unsureSince time.Time // since when the tags are unsure again
 	warned      map[string]bool
 
-	closeMu sync.Mutex // orders wg.Add against Close
-	closed  bool
-	wg      sync.WaitGroup
+	inFlight callbacks
 }
 
 // PeerMarksConfig configures PeerMarks; every field but Fence and Logger is
@@ -131,11 +129,9 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 
 // Close stops answering and waits for an answer being sent.
 func (m *PeerMarks) Close(context.Context) error {
-	m.closeMu.Lock()
-	m.closed = true
-	m.closeMu.Unlock()
+	m.inFlight.close()
 	err := errors.Join(m.sub.Unsubscribe(), m.returned.Unsubscribe())
-	m.wg.Wait()
+	m.inFlight.wait()
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		return nil
 	}
@@ -144,14 +140,10 @@ func (m *PeerMarks) Close(context.Context) error {
 
 // answer tells another vendor this one's mark of the tag in the body.
 func (m *PeerMarks) answer(msg *nats.Msg) {
-	m.closeMu.Lock()
-	if m.closed {
-		m.closeMu.Unlock()
+	if !m.inFlight.enter() {
 		return
 	}
-	m.wg.Add(1)
-	m.closeMu.Unlock()
-	defer m.wg.Done()
+	defer m.inFlight.exit()
 	if why := m.replies.Why(msg.Reply); why != "" {
 		m.replies.Drop(m.cfg.Logger, msg.Subject, msg.Reply, why)
 		return
@@ -196,6 +188,10 @@ func (m *PeerMarks) Lower(ctx context.Context, tag string, from, to int64) (bool
 // noteReturned lowers this vendor's mark of a tag another vendor gave IDs
 // of back, when this one knows that vendor's mark as the tag's.
 func (m *PeerMarks) noteReturned(msg *nats.Msg) {
+	if !m.inFlight.enter() {
+		return
+	}
+	defer m.inFlight.exit()
 	var n returnedNote
 	if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &n) != nil || n.Instance == m.cfg.Self ||
 		segment.ValidateTag(n.Tag) != nil || n.To < 0 || n.To >= n.From {

@@ -225,9 +225,7 @@ type responder struct {
 	replies *vending.Replies
 	log     *slog.Logger
 
-	mu     sync.Mutex // orders wg.Add against close
-	closed bool
-	wg     sync.WaitGroup
+	inFlight callbacks
 }
 
 // respond subscribes on nc to PeersSubject(prefix) and answers each
@@ -235,14 +233,10 @@ type responder struct {
 func respond(nc *nats.Conn, prefix string, replies *vending.Replies, log *slog.Logger, self func() Peer) (*responder, error) {
 	r := &responder{replies: replies, log: log}
 	sub, err := nc.Subscribe(PeersSubject(prefix), func(m *nats.Msg) {
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
+		if !r.inFlight.enter() {
 			return
 		}
-		r.wg.Add(1)
-		r.mu.Unlock()
-		defer r.wg.Done()
+		defer r.inFlight.exit()
 		if why := r.replies.Why(m.Reply); why != "" {
 			r.replies.Drop(r.log, m.Subject, m.Reply, why)
 			return
@@ -268,11 +262,9 @@ func respond(nc *nats.Conn, prefix string, replies *vending.Replies, log *slog.L
 
 // close stops answering and waits for a question being answered.
 func (r *responder) close() error {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
+	r.inFlight.close()
 	err := r.sub.Unsubscribe()
-	r.wg.Wait()
+	r.inFlight.wait()
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		return err
 	}

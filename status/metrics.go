@@ -112,10 +112,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Observe implements vending.Observer.
 func (m *Metrics) Observe(mode, tag string, code, ids int, took time.Duration) {
 	m.mu.RLock()
-	if tag != "" && !m.labelled[tag] && len(m.labelled) >= MetricTags {
-		tag = OtherTags
-	}
 	c, ok := m.children[obsKey{mode, tag, code}]
+	if !ok && tag != "" && !m.labelled[tag] && len(m.labelled) >= MetricTags {
+		// Past the labelled tags: counted under OtherTags.
+		tag = OtherTags
+		c, ok = m.children[obsKey{mode, tag, code}]
+	}
 	m.mu.RUnlock()
 	if !ok {
 		c = m.child(mode, tag, code)

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"math"
-	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,8 +27,8 @@ func TestTagRunsOut(t *testing.T) {
 			}
 			const left = 2500
 			start := int64(math.MaxInt64 - left)
-			if out, err := vendorCommandErr(t, env, "tags", "add", "top", "-step", "1000", "-start", strconv.FormatInt(math.MaxInt64-999, 10)); err == nil || !strings.Contains(out, "leaves no room") {
-				t.Errorf("tags add with no room for a segment: %v\n%s", err, out)
+			if code, out := runVendor(t, env, "tags", "add", "top", "-step", "1000", "-start", strconv.FormatInt(math.MaxInt64-999, 10)); code == 0 || !strings.Contains(out, "leaves no room") {
+				t.Errorf("tags add with no room for a segment: exit %d\n%s", code, out)
 			}
 			vendorCommand(t, env, "tags", "add", "top", "-step", "1000", "-start", strconv.FormatInt(start, 10))
 			vendors := startVendors(t, "r", 2, env)
@@ -56,9 +54,9 @@ func TestTagRunsOut(t *testing.T) {
 			}
 			storeUp := vendorMetric(vendors, "leaf_store_up")
 			report(t, "tag runs out, %s: %d IDs from %d up to %d (want %d), then %d requests answered 410: %q; least runway metric %.0f, leaf_store_up %.0f of 2, errors %s",
-				store, len(got), start, maxOf(got), left, tl.errCount("410"), tl.sample("410"), runway, storeUp, formatErrs(tl.errs))
-			if int64(len(got)) != left || maxOf(got) != math.MaxInt64-1 {
-				t.Errorf("%d IDs handed out, the highest %d; want every one of the %d below the largest int64", len(got), maxOf(got), left)
+				store, len(got), start, slices.Max(got), left, tl.errCount("410"), tl.sample("410"), runway, storeUp, formatErrs(tl.errs))
+			if int64(len(got)) != left || slices.Max(got) != math.MaxInt64-1 {
+				t.Errorf("%d IDs handed out, the highest %d; want every one of the %d below the largest int64", len(got), slices.Max(got), left)
 			}
 			if tl.errCount("410") == 0 || !strings.Contains(tl.sample("410"), "use another tag") || len(tl.errs) != 1 {
 				t.Errorf("once used up: errors %s, want only 410s saying to use another tag", formatErrs(tl.errs))
@@ -114,27 +112,4 @@ func TestModeSwitchUnderLoad(t *testing.T) {
 		t.Errorf("%d requests answered 500 during mode switches: %s", n, tl.sample("500"))
 	}
 	tl.check(t)
-}
-
-func maxOf(ids []int64) int64 {
-	var m int64
-	for _, id := range ids {
-		m = max(m, id)
-	}
-	return m
-}
-
-// vendorCommandErr runs a vendor command that may fail, returning its
-// output and error.
-func vendorCommandErr(t testing.TB, env map[string]string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, vendorBin, args...)
-	cmd.Env = vendorEnv(t, env)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("vendor %s: %w", strings.Join(args, " "), err)
-	}
-	return string(out), nil
 }

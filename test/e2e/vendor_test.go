@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -298,13 +297,9 @@ func (v *vendor) dumpLogs() {
 // returns its combined output, failing the test on a non-zero exit.
 func vendorCommand(t testing.TB, env map[string]string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, vendorBin, args...)
-	cmd.Env = vendorEnv(t, env)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("vendor %s: %v\n%s", strings.Join(args, " "), err, out)
+	code, out := runVendor(t, env, args...)
+	if code != 0 {
+		t.Fatalf("vendor %s: exit %d\n%s", strings.Join(args, " "), code, out)
 	}
-	return string(out)
+	return out
 }
