@@ -646,13 +646,23 @@ type TagStatus struct {
 	High      int64
 }
 
-// Snapshot returns the status of every tag asked for, ordered by tag.
-func (a *Allocator) Snapshot() []TagStatus {
-	var out []TagStatus
+// buffers returns the buffers of the tags asked for, ordered by tag.
+func (a *Allocator) buffers() []*buffer {
+	var out []*buffer
 	a.live.Range(func(_, b any) bool {
-		out = append(out, b.(*buffer).status())
+		out = append(out, b.(*buffer))
 		return true
 	})
-	slices.SortFunc(out, func(x, y TagStatus) int { return strings.Compare(x.Tag, y.Tag) })
+	slices.SortFunc(out, func(x, y *buffer) int { return strings.Compare(x.tag, y.tag) })
+	return out
+}
+
+// Snapshot returns the status of every tag asked for, ordered by tag.
+func (a *Allocator) Snapshot() []TagStatus {
+	bufs := a.buffers()
+	out := make([]TagStatus, 0, len(bufs))
+	for _, b := range bufs {
+		out = append(out, b.status())
+	}
 	return out
 }

@@ -47,16 +47,15 @@ func (a *Allocator) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	var tags, given int64
-	a.live.Range(func(_, v any) bool {
-		b := v.(*buffer)
+	for _, b := range a.buffers() {
 		lo, hi := b.unused()
 		if lo >= hi {
-			return true
+			continue
 		}
 		if lowers {
 			if done, err := low.Lower(ctx, b.tag, hi, lo); !done || err != nil {
 				a.log.Debug("segment: IDs not given back: the mark moved on", "tag", b.tag, "err", err)
-				return ctx.Err() == nil
+				continue
 			}
 		}
 		done, err := ret.Return(ctx, b.tag, hi, lo)
@@ -66,8 +65,10 @@ func (a *Allocator) giveBack(ctx context.Context) {
 		if done {
 			tags, given = tags+1, given+hi-lo
 		}
-		return ctx.Err() == nil
-	})
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	if tags > 0 {
 		a.log.Info("segment: gave the unused IDs back to the store", "tags", tags, "ids", given)
 	}
