@@ -24,9 +24,19 @@ import (
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-// startupBudget is how long start-up steps are retried: on a fresh cluster
-// the replicated buckets have no leader for a few seconds.
+// startupBudget is how long a start-up step is retried for an error that
+// is neither permanent nor transient (one this vendor does not know).
+// Transient errors are retried for as long as they last.
 const startupBudget = 30 * time.Second
+
+// transient reports whether a start-up error is NATS or JetStream not
+// answering in time: a fresh or busy cluster whose replicated buckets have
+// no leader yet, a server restarting. Waiting fixes it, so the step is
+// retried without end, and /readyz says why meanwhile.
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
 
 // permanent reports whether a start-up error is one that waiting cannot fix.
 func permanent(err error) bool {
@@ -45,7 +55,7 @@ func (v *vendor) retry(ctx context.Context, what string, f func() error) error {
 	if v.http != nil {
 		starting = v.http.Starting
 	}
-	return retrying(ctx, v.log, starting, what, func() error {
+	return retrying(ctx, v.log, starting, what, startupBudget, func() error {
 		var before error
 		if v.dataConn != nil {
 			before = v.dataConn.LastError()
@@ -72,15 +82,15 @@ func jetStreamDenied(err error) bool {
 		(strings.Contains(err.Error(), `"$JS.`) || strings.Contains(err.Error(), `"$KV.`))
 }
 
-func retrying(ctx context.Context, log *slog.Logger, starting func(string, error), what string, f func() error) error {
-	deadline := time.Now().Add(startupBudget)
+func retrying(ctx context.Context, log *slog.Logger, starting func(string, error), what string, budget time.Duration, f func() error) error {
+	deadline := time.Now().Add(budget)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		starting(what, nil)
 		err := f()
 		switch {
 		case err == nil:
 			return nil
-		case permanent(err), ctx.Err() != nil, time.Now().Add(backoff).After(deadline):
+		case permanent(err), ctx.Err() != nil, !transient(err) && time.Now().Add(backoff).After(deadline):
 			return err
 		}
 		starting(what, err)

@@ -84,6 +84,14 @@ func TestClusterLeaderLoss(t *testing.T) {
 // stream has no leader yet ("kv: read last timestamp of worker ID N: nats:
 // no responders available for request").
 func TestFirstStartOnCluster(t *testing.T) {
+	// The vendors' logs are dumped after a failure, last to first: say
+	// what failed again after them, where a log's tail shows it.
+	var failures []string
+	t.Cleanup(func() {
+		for _, f := range failures {
+			t.Log("failed: " + f)
+		}
+	})
 	for round := range 3 {
 		nats := startNATSCluster(t, 3)
 		// A short TTL: on a new cluster, worker IDs are vended with only a
@@ -97,9 +105,13 @@ func TestFirstStartOnCluster(t *testing.T) {
 		}
 		for _, v := range vs {
 			if _, err := v.awaitLog(servingLine, 60*time.Second); err != nil {
-				t.Errorf("vendor %s, first start on a fresh cluster: %v\n%s", v.name, err, v.tail(2))
+				failures = append(failures, fmt.Sprintf("vendor %s, first start on a fresh cluster: %v\n%s", v.name, err, v.tail(3)))
+				t.Error(failures[len(failures)-1])
 			}
 			v.kill()
+		}
+		for _, s := range nats.servers { // less load for the next round
+			s.Shutdown()
 		}
 	}
 }
