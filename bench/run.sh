@@ -5,6 +5,7 @@
 #
 #   bench/run.sh                    # ~5 minutes
 #   BENCH_SECONDS=3 BENCH_ROUNDS=1 bench/run.sh   # a quick look
+#   BENCH_ONLY=j bench/run.sh       # only row (j), strict vs normal tags
 #
 # It starts everything itself on 127.0.0.1 (a nats-server with JetStream, a
 # throwaway Postgres, vendors, the bare responder, the delay proxy) and stops
@@ -79,6 +80,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[
 fmt0() { awk -v x="$1" 'BEGIN {s = sprintf("%.0f", x); while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s); print s}'; }
 fmt2() { awk -v x="$1" 'BEGIN {printf "%.2f", x}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", (b > 0) ? a / b : 0}'; }
+rounds() { for x in "$@"; do printf '%s ' "$(fmt0 "$x")"; done; }
 ok() { awk -v a="$1" -v b="$2" 'BEGIN {print (a >= b) ? "yes" : "**no**"}'; }
 
 # ---- build -------------------------------------------------------------
@@ -131,6 +133,7 @@ loadgen() { "$BIN/loadgen" -url "$NATS" -json "$@"; }
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
 
+if [ -z "${BENCH_ONLY:-}" ]; then # every row but (j) and (f)
 # ---- (e) generators in process -------------------------------------------
 log "(e) generator benchmarks"
 go test -run '^$' -bench Compare -benchtime 1s -count 1 ./snowflake/ >"$WORK/e.txt"
@@ -193,7 +196,6 @@ for r in $(seq "$ROUNDS"); do
 	UNORD=$((UNORD + $(jget unordered "$WORK/d-n1-$r.json")))
 done
 loadgen -mode segment -tag bench -prefetch 10000 -c "$SEG_C" -d "${D}s" >"$WORK/d-l.json" 2>/dev/null
-rounds() { for x in "$@"; do printf '%s ' "$(fmt0 "$x")"; done; }
 D_N1=$(median "${DN1[@]}") D_N8=$(median "${DN8[@]}") D_B1=$(median "${DB1[@]}") D_B8=$(median "${DB8[@]}") D_PG=$(median "${DPG[@]}")
 COSID=127000000
 row "(d) segment IDs/s in one process, 1 goroutine, Next (median of $ROUNDS)" "$(fmt0 "$D_N1") (rounds: $(rounds "${DN1[@]}")); IDs out of order: $UNORD" \
@@ -263,6 +265,8 @@ for b in LeafNext LeafNextN1000 Bwmarrin Sonyflake Sonyflake1ms; do
 		"$(ratio "$ids" "$(ebench CompareLeafNext | cut -d' ' -f2)")" "-" "-"
 done
 
+fi
+
 # ---- (j) a strict tag vs a normal tag, single-ID requests -----------------
 # One leader serves a strict tag; with 3 vendors the other two forward its
 # requests to it over NATS. Paired per round: normal then strict on the same
@@ -285,6 +289,8 @@ for n in 1 3; do
 		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.5" "$(ok "$J_R" 0.5)"
 done
 
+FD=$((2 * D))
+if [ -z "${BENCH_ONLY:-}" ]; then
 # ---- (f) latency at half of saturation while segments switch -------------
 RATE=$(awk -v x="$A_V" 'BEGIN {printf "%d", x / 2}')
 PROXY_PORT=$(free_port)
@@ -292,7 +298,6 @@ start delayproxy "$BIN/delayproxy" -listen "127.0.0.1:$PROXY_PORT" -target "127.
 PROXY=$LAST
 SLOW_PG="postgres://postgres@127.0.0.1:$PROXY_PORT/postgres?sslmode=disable"
 wait_for "delay proxy" bash -c "exec 3<>/dev/tcp/127.0.0.1/$PROXY_PORT"
-FD=$((2 * D))
 F_MAX_STEP=20000
 seg_metric() { curl -fsS "http://127.0.0.1:$VPORT/metrics" | awk -v m="$1{" -v t="tag=\"$2\"" 'index($0, m) == 1 && index($0, t) {print $2}'; }
 for tag in lat lat0; do
@@ -351,6 +356,8 @@ lat_row bare "baseline: bare responder, open loop $(fmt0 "$RATE") req/s" "" "-"
 lat_row slow "segment, same rate, store +$DELAY per round trip" "$F_NOTE"
 lat_row direct "segment, same rate, store direct (no delay)"
 lat_row sf "snowflake vendor, same rate"
+
+fi
 
 # ---- table ----------------------------------------------------------------
 echo

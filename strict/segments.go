@@ -61,5 +61,17 @@ func (s *Segments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, 
 	return dst, fmt.Errorf("%w: tag %q: its mode is being changed; ask again", segment.ErrUnavailable, tag)
 }
 
+// Handoff reports whether the service should hand a request of tag to its
+// leader on another vendor, which answers the client directly
+// (vending.Handoffs): tag is strict, this vendor may serve segments, and
+// the leader answered it lately (Leaders.Handoff).
+func (s *Segments) Handoff(tag string) bool {
+	return s.alloc.IsStrict(tag) && s.gate() == nil && s.leaders.Handoff(tag)
+}
+
+// HandoffLost is told that a handed-off request found no leader
+// (Leaders.HandoffLost).
+func (s *Segments) HandoffLost() { s.leaders.HandoffLost() }
+
 // IsStrict tells the service which replies to mark strict.
 func (s *Segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }

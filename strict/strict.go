@@ -95,11 +95,21 @@ type Config struct {
 	// Fence, when set, moves whenever a lease must be renewed before the
 	// next ID (the reconnects of the NATS connection requests arrive on).
 	Fence func() uint64
+	// HandoffFor is how long after the tag's leader last answered a
+	// Forward this vendor hands the tag's requests to it (Handoff) instead
+	// of forwarding them: the leader answers the client directly, and a
+	// leader gone unnoticed costs at most this long of requests that get
+	// no answer (or no responders). Zero means DefaultHandoffFor; negative,
+	// never hand off.
+	HandoffFor time.Duration
 	// Now is the clock deadlines are read on (time.Now).
 	Now func() time.Time
 	// Logger receives leadership taken and lost. Default: discard.
 	Logger *slog.Logger
 }
+
+// DefaultHandoffFor is Config.HandoffFor's default.
+const DefaultHandoffFor = 100 * time.Millisecond
 
 // Leaders serves the strict tags of one vendor. It is safe for concurrent
 // use.
@@ -107,10 +117,11 @@ type Leaders struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	leads  map[string]*lead
-	closed bool
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	leads    map[string]*lead
+	answered map[string]time.Time // when another vendor last answered a Forward as the tag's leader
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // Open returns Leaders with cfg; Close ends every lead.
@@ -131,10 +142,13 @@ func Open(cfg Config) (*Leaders, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.HandoffFor == 0 {
+		cfg.HandoffFor = DefaultHandoffFor
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{}}, nil
+	return &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{}, answered: map[string]time.Time{}}, nil
 }
 
 // lead is this vendor's leadership of one tag.
@@ -213,6 +227,7 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 		return ls.serve(ctx, l, dst, n)
 	}
 	rs, err := ls.cfg.Forward(ctx, tag, dst, n)
+	ls.noteAnswer(tag, err)
 	if !errors.Is(err, ErrNoLeader) {
 		return rs, err
 	}
@@ -226,6 +241,43 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 		return dst, err
 	}
 	return ls.serve(ctx, l, dst, n)
+}
+
+// noteAnswer records when the tag's leader answered a Forward with IDs,
+// and forgets it when a Forward failed: Handoff's evidence that a leader
+// listens and serves.
+func (ls *Leaders) noteAnswer(tag string, err error) {
+	now := ls.cfg.Now()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if err == nil {
+		ls.answered[tag] = now
+	} else {
+		delete(ls.answered, tag)
+	}
+}
+
+// Handoff reports whether this vendor should hand a request of tag to its
+// leader, to be answered by it directly (vending.Forwarder): another
+// vendor leads the tag and answered one of this vendor's forwards within
+// Config.HandoffFor. Otherwise the request goes through Take, which
+// forwards it and waits for the answer (so that a missing leader is
+// noticed, and the lead taken), and which renews the evidence.
+func (ls *Leaders) Handoff(tag string) bool {
+	now := ls.cfg.Now()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	at, ok := ls.answered[tag]
+	return ok && !ls.closed && ls.leads[tag] == nil && now.Sub(at) < ls.cfg.HandoffFor
+}
+
+// HandoffLost forgets every leader's answers: a request handed to one
+// found none listening, so the next requests go through Take, which finds
+// out who leads (or takes the lead).
+func (ls *Leaders) HandoffLost() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	clear(ls.answered)
 }
 
 // Serve answers a request Forward sent to this vendor: from its buffer when
@@ -317,6 +369,7 @@ func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 		return nil, fmt.Errorf("%w: tag %q: lead taken twice", segment.ErrUnavailable, tag)
 	}
 	ls.leads[tag] = l
+	delete(ls.answered, tag)
 	ls.wg.Add(1)
 	ls.mu.Unlock()
 	go func() {

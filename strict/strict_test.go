@@ -107,10 +107,12 @@ type cluster struct {
 }
 
 type vendor struct {
-	name    string
-	ls      *strict.Leaders
-	failing atomic.Bool // its lease renewals fail
-	fence   atomic.Uint64
+	name     string
+	c        *cluster
+	ls       *strict.Leaders
+	failing  atomic.Bool // its lease renewals fail
+	fence    atomic.Uint64
+	handoffs atomic.Int64 // requests handed to the leader
 }
 
 func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
@@ -122,7 +124,7 @@ func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
 }
 
 func (c *cluster) newVendor(name string) *vendor {
-	v := &vendor{name: name}
+	v := &vendor{name: name, c: c}
 	alloc, err := segment.Open(context.Background(), segment.Options{Store: c.store, Wait: time.Second})
 	if err != nil {
 		c.t.Fatal(err)
@@ -173,12 +175,27 @@ func (c *cluster) newVendor(name string) *vendor {
 	return v
 }
 
-// take asks v for n IDs of ledger the way the vendor's handler does.
+// take asks v for n IDs of ledger the way the vendor's handler does,
+// handing the request to the leader when Handoff says so (which then
+// answers as vending.Forwarder does: TryTake, else Serve).
 func (v *vendor) take(ctx context.Context, n int64) ([]ids.Range, error) {
 	if rs, ok, err := v.ls.TryTake("ledger", nil, n); ok || err != nil {
 		return rs, err
 	}
-	return v.ls.Take(ctx, "ledger", nil, n)
+	if !v.ls.Handoff("ledger") {
+		return v.ls.Take(ctx, "ledger", nil, n)
+	}
+	v.handoffs.Add(1)
+	v.c.mu.Lock()
+	leader := v.c.listening["ledger"]
+	v.c.mu.Unlock()
+	if leader == nil {
+		return nil, errors.New("no responders")
+	}
+	if rs, ok, err := leader.ls.TryTake("ledger", nil, n); ok || err != nil {
+		return rs, err
+	}
+	return leader.ls.Serve(ctx, "ledger", nil, n)
 }
 
 func mustTake(t *testing.T, v *vendor, n int64) (first, last int64) {
@@ -439,9 +456,16 @@ func TestOrderAcrossVendorsUnderFaults(t *testing.T) {
 	}
 	wg.Wait()
 	violations, dups := checkOrder(calls)
-	t.Logf("%d replies, %d errors, %d order violations, %d repeated IDs", len(calls), errs.Load(), violations, dups)
-	if len(calls) < 100 {
-		t.Fatalf("only %d replies", len(calls))
+	var handoffs int64
+	c.mu.Lock()
+	for _, v := range c.vendors {
+		handoffs += v.handoffs.Load()
+	}
+	c.mu.Unlock()
+	t.Logf("%d replies, %d errors, %d handed to the leader by the last vendors, %d order violations, %d repeated IDs",
+		len(calls), errs.Load(), handoffs, violations, dups)
+	if len(calls) < 100 || handoffs == 0 {
+		t.Fatalf("only %d replies, %d handed off", len(calls), handoffs)
 	}
 	if violations != 0 || dups != 0 {
 		t.Fatalf("%d order violations and %d repeats", violations, dups)
@@ -467,3 +491,78 @@ func TestCheckOrderFindsViolations(t *testing.T) {
 		t.Fatalf("repeat: %d, %d", v, d)
 	}
 }
+
+// A vendor hands a tag's requests to the leader only while the leader's
+// last answer to its forwards is fresh: not before one, not after a failed
+// forward, not once HandoffFor passed, and never a tag it leads itself.
+func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	answer := errors.New("none yet") // of the next Forward
+	ledElsewhere := false
+	ls, err := strict.Open(strict.Config{
+		Source: &nopSource{},
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			if ledElsewhere {
+				return nil, time.Time{}, strict.ErrLedElsewhere
+			}
+			return nopLease{clock}, time.Time{}, nil
+		},
+		Forward: func(_ context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, error) {
+			if answer != nil {
+				return dst, answer
+			}
+			return append(dst, ids.Range{First: 1, Count: n}), nil
+		},
+		Now:        clock,
+		HandoffFor: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close(context.Background())
+	step := func(what string, want bool) {
+		t.Helper()
+		if got := ls.Handoff("ledger"); got != want {
+			t.Fatalf("%s: Handoff %v, want %v", what, got, want)
+		}
+	}
+	ledElsewhere = true
+	step("before any forward", false)
+	answer = nil
+	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	step("the leader answered", true)
+	now.Add(int64(99 * time.Millisecond))
+	step("99ms later", true)
+	now.Add(int64(time.Millisecond))
+	step("100ms later", false)
+	ls.Take(t.Context(), "ledger", nil, 1)
+	step("answered again", true)
+	answer = fmt.Errorf("%w: timeout", strict.ErrNoLeader)
+	ls.Take(t.Context(), "ledger", nil, 1) // no leader, lead held elsewhere: a 503
+	step("a forward failed", false)
+	ledElsewhere = false
+	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // takes the lead
+		t.Fatal(err)
+	}
+	answer = nil
+	step("leading it", false)
+}
+
+type nopSource struct{}
+
+func (nopSource) Restart(string) {}
+func (nopSource) TryTakeStrict(_ string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
+	return append(dst, ids.Range{First: 1, Count: n}), true, nil
+}
+func (nopSource) TakeStrict(_ context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, error) {
+	return append(dst, ids.Range{First: 1, Count: n}), nil
+}
+
+type nopLease struct{ now func() time.Time }
+
+func (l nopLease) Renew(context.Context) (time.Time, error) { return l.now().Add(time.Hour), nil }
+func (nopLease) Release(context.Context) error              { return nil }

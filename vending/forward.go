@@ -36,6 +36,10 @@ type ForwarderConfig struct {
 	// service's MaxRangeBatch, since a forward asks in ranges. Default
 	// DefaultMaxRangeBatch.
 	MaxCount int
+	// MaxBatch is the service's MaxBatch, the largest count of a request
+	// handed off in the text or binary encoding (a ranges one may ask for
+	// MaxCount). Default DefaultMaxBatch.
+	MaxBatch int
 	// ReplyPrefixes and OwnInboxes decide which reply subjects a leader
 	// answers, as in Config.
 	ReplyPrefixes, OwnInboxes []string
@@ -56,6 +60,9 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 	if c.MaxCount == 0 {
 		c.MaxCount = DefaultMaxRangeBatch
 	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultForwardTimeout
 	}
@@ -72,8 +79,8 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	var errs []error
-	if c.MaxCount < 1 {
-		errs = append(errs, fmt.Errorf("max count %d must be at least 1", c.MaxCount))
+	if c.MaxCount < 1 || c.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("max count %d and max batch %d must be at least 1", c.MaxCount, c.MaxBatch))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v is negative", c.Timeout))
@@ -216,32 +223,61 @@ func (f *Forwarder) Listen(tag string, ls *strict.Leaders) (stop func(), err err
 	}, nil
 }
 
-// serve answers one forwarded request: within the configured count, past
-// the gate, to an inbox only.
+// serve answers one request on the strict subject: forwarded (the
+// forwarding vendor relays the answer) or handed off (answered to the
+// client directly, as the service would), within the counts the service
+// allows, past the gate, to an inbox only.
 func (f *Forwarder) serve(tag string, ls *strict.Leaders, m *nats.Msg) {
 	if why := f.replies.Why(m.Reply); why != "" {
 		f.cfg.Observer.Dropped(ModeSegment, why)
 		f.replies.Drop(f.cfg.Logger, m.Subject, m.Reply, why)
 		return
 	}
-	c, err := ParseCount(m.Data, f.cfg.MaxCount)
-	n := int64(c)
+	client := m.Header.Get(HandoffHeader)
+	if client == "" {
+		f.take(tag, ls, m.Data, f.cfg.MaxCount, nil, func(rs []ids.Range, err error) { f.respond(m, rs, err) })
+		return
+	}
+	if why := f.replies.Why(client); why != "" {
+		f.cfg.Observer.Dropped(ModeSegment, why)
+		f.replies.Drop(f.cfg.Logger, m.Subject, client, why)
+		return
+	}
+	start := time.Now()
+	enc, err := encodingOf(m.Header.Get(EncodingHeader))
+	limit := f.cfg.MaxBatch
+	if enc == EncodingRanges {
+		limit = f.cfg.MaxCount
+	}
+	f.take(tag, ls, m.Data, limit, err, func(rs []ids.Range, err error) { f.answer(m.Subject, client, enc, tag, rs, err, start) })
+}
+
+// take serves a request of body's count (at most limit) as tag's leader
+// and gives answer the IDs or why not; err is the request's fault found
+// before. IDs in memory are answered on the subscription's goroutine, in
+// order; those that wait for the store in goroutines of their own.
+func (f *Forwarder) take(tag string, ls *strict.Leaders, body []byte, limit int, err error, answer func([]ids.Range, error)) {
+	var c int
+	if err == nil {
+		c, err = ParseCount(body, limit)
+	}
 	if err == nil {
 		err = f.cfg.Gate()
 	}
 	if err != nil {
-		f.respond(m, nil, err)
+		answer(nil, err)
 		return
 	}
+	n := int64(c)
 	rs, ok, err := ls.TryTake(tag, nil, n)
 	if ok || err != nil {
-		f.respond(m, rs, err)
+		answer(rs, err)
 		return
 	}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		f.respond(m, nil, fmt.Errorf("%w: this vendor is stopping", segment.ErrUnavailable))
+		answer(nil, fmt.Errorf("%w: this vendor is stopping", segment.ErrUnavailable))
 		return
 	}
 	f.wg.Add(1)
@@ -250,30 +286,79 @@ func (f *Forwarder) serve(tag string, ls *strict.Leaders, m *nats.Msg) {
 		defer f.wg.Done()
 		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 		defer cancel()
-		rs, err := ls.Serve(ctx, tag, nil, n)
-		f.respond(m, rs, err)
+		answer(ls.Serve(ctx, tag, nil, n))
 	}()
 }
 
 // respond answers a forwarded request with rs, or with err as the service
 // would: its code and sentence.
 func (f *Forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
-	r := &nats.Msg{Subject: m.Reply}
+	r := &nats.Msg{Subject: m.Reply, Header: forwardHeader}
 	if err != nil {
-		if errors.Is(err, strict.ErrNotLeader) {
-			err = fmt.Errorf("%w: %w; ask again", segment.ErrUnavailable, err)
-		}
-		r.Header = nats.Header{}
-		r.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(Code(err)))
-		r.Header.Set(micro.ErrorHeader, err.Error())
+		r = errorReply(m.Reply, err)
 		if errors.Is(err, segment.ErrNotStrict) {
 			r.Header.Set(notStrictHeader, "true")
 		}
 	} else {
-		r.Header = forwardHeader
 		r.Data = AppendRanges(nil, rs)
 	}
 	if err := f.nc.PublishMsg(r); err != nil {
 		f.cfg.Logger.Warn("answering a forwarded strict request", "subject", m.Subject, "err", err)
 	}
 }
+
+// answer answers a handed-off request to the client, as the service
+// would: the IDs in the encoding it asked for, marked strict, or the
+// error's code and sentence; and reports it.
+func (f *Forwarder) answer(subject, client, enc, tag string, rs []ids.Range, err error, start time.Time) {
+	n := 0
+	if err == nil {
+		r := &nats.Msg{Subject: client, Header: strictHeader, Data: encode(nil, enc, rs)}
+		if enc == EncodingRanges {
+			r.Header = rangesStrictHeader
+		}
+		n = int(ids.Count(rs))
+		if err = f.nc.PublishMsg(r); err == nil {
+			f.cfg.Observer.Observe(ModeSegment, tag, CodeOK, n, time.Since(start))
+			return
+		}
+		err = fmt.Errorf("the reply of %d IDs (%d bytes) could not be sent: %w", n, len(r.Data), err)
+		f.cfg.Logger.Warn("answering a strict request handed to this leader", "subject", subject, "err", err)
+	}
+	code := Code(err)
+	if code == CodeNotFound {
+		tag = "" // unknown tags must not grow metric label sets
+	}
+	if perr := f.nc.PublishMsg(errorReply(client, err)); perr != nil {
+		f.cfg.Logger.Warn("answering a strict request handed to this leader", "subject", subject, "err", perr)
+	}
+	f.cfg.Observer.Observe(ModeSegment, tag, code, 0, time.Since(start))
+}
+
+// errorReply is the service's answer of err to subject: its code and
+// sentence in the headers, the sentence as the body. A lead lost meanwhile
+// is a 503 that says to ask again.
+func errorReply(subject string, err error) *nats.Msg {
+	if errors.Is(err, strict.ErrNotLeader) {
+		err = fmt.Errorf("%w: %w; ask again", segment.ErrUnavailable, err)
+	}
+	msg := err.Error()
+	r := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: []byte(msg)}
+	r.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(Code(err)))
+	r.Header.Set(micro.ErrorHeader, msg)
+	return r
+}
+
+// HandoffHeader carries the client's reply subject on a request the
+// service handed to a strict tag's leader on <prefix>.strict.<tag>
+// (Service, Handoffs): the leader answers the client there as the service
+// would, and never the request's own reply subject (the handing vendor's,
+// for NATS's "no responders").
+const HandoffHeader = "Leaf-Handoff"
+
+// The headers of the answers to handed-off requests, built once
+// (read-only).
+var (
+	strictHeader       = nats.Header{StrictHeader: {"true"}}
+	rangesStrictHeader = nats.Header{StrictHeader: {"true"}, EncodingHeader: {EncodingRanges}}
+)

@@ -2,8 +2,10 @@ package vending_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,3 +138,112 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 		t.Fatal("a closed forwarder listens")
 	}
 }
+
+// handingOff is a vendor's segments that lead no tag and hand every
+// request to the leader; taking one itself fails the test.
+type handingOff struct {
+	t    *testing.T
+	lost *atomic.Int64 // HandoffLost calls
+}
+
+func (h handingOff) TryTakeRanges(_ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
+	return dst, false, nil
+}
+
+func (h handingOff) TakeRanges(_ context.Context, tag string, dst []ids.Range, _ int64) ([]ids.Range, error) {
+	h.t.Errorf("the vendor served %q itself instead of handing it off", tag)
+	return dst, errors.New("served, not handed off")
+}
+
+func (handingOff) IsStrict(string) bool { return true }
+func (handingOff) Handoff(string) bool  { return true }
+
+// A vendor hands a strict tag's request to the leader, which answers the
+// client directly as the service would: in the client's encoding, marked
+// strict, within the service's counts, counted by the leader. With no
+// leader listening, the vendor hears NATS's "no responders", answers the
+// client a 503 that says to ask again, and forgets the leader.
+func TestHandoffAnsweredByTheLeader(t *testing.T) {
+	s := natstest.Server(t)
+	rec := &recorder{}
+	f, err := vending.OpenForwarder(natstest.Conn(t, s), vending.ForwarderConfig{MaxCount: 100, MaxBatch: 50, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	ls, err := strict.Open(strict.Config{
+		Source: &strictSource{next: 1},
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			return foreverLease{}, time.Time{}, nil
+		},
+		Forward: f.Forward,
+		Listen:  f.Listen,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // no leader answers: this one leads
+		t.Fatal(err)
+	}
+	lost := &atomic.Int64{}
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: handingOff{t, lost}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+
+	client := natstest.Conn(t, s)
+	for _, c := range []struct{ enc, body, want string }{
+		{vending.EncodingText, "3", "2\n3\n4"},
+		{vending.EncodingBinary, "1", "\x00\x00\x00\x00\x00\x00\x00\x05"},
+		{vending.EncodingRanges, "100", "6,100\n"},
+	} {
+		msg := requestEnc(t, client, "leaf.segment.ledger", c.enc, c.body)
+		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" || msg.Header.Get(vending.StrictHeader) != "true" {
+			t.Fatalf("%s %s: error %q %q, strict %q", c.enc, c.body, code, msg.Data, msg.Header.Get(vending.StrictHeader))
+		}
+		if c.enc == vending.EncodingRanges {
+			rs, err := vending.DecodeRanges(nil, msg.Data)
+			if err != nil || len(rs) != 1 || rs[0] != (ids.Range{First: 6, Count: 100}) {
+				t.Fatalf("ranges: %v %v from %q", rs, err, msg.Data)
+			}
+		} else if string(msg.Data) != c.want {
+			t.Fatalf("%s %s: %q, want %q", c.enc, c.body, msg.Data, c.want)
+		}
+	}
+	// The service allows 10,000; the leader's own limit of 50 holds.
+	msg := requestEnc(t, client, "leaf.segment.ledger", vending.EncodingBinary, "51")
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || !strings.Contains(string(msg.Data), "1 to 50") {
+		t.Fatalf("51 IDs handed off: %v %q, want a 400 naming the limit of 50", msg.Header, msg.Data)
+	}
+	if codes, n := rec.seen(4); len(codes) != 4 || n != 104 {
+		t.Fatalf("the leader observed %v and %d IDs, want 3 replies and a 400, 104 IDs", codes, n)
+	}
+
+	// A handoff's client must be an inbox too: the leader drops the rest.
+	spy := natstest.Conn(t, s)
+	caught, _ := spy.SubscribeSync("$KV.>")
+	spy.Flush()
+	evil := &nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: client.NewInbox(),
+		Header: nats.Header{vending.HandoffHeader: {"$KV.leaf_strict_leaders.ledger"}}, Data: []byte("5")}
+	if err := client.PublishMsg(evil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(rec.dropped()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(rec.dropped()) != 1 {
+		t.Fatalf("drops %q, want the handoff to $KV dropped", rec.dropped())
+	}
+	if m, err := caught.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("the leader published to %s", m.Subject)
+	}
+
+	ls.Close(context.Background()) // steps down: no one listens
+	msg = request(t, client, "leaf.segment.ledger", "")
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || !strings.Contains(string(msg.Data), "ask again") || lost.Load() != 1 {
+		t.Fatalf("handed off with no leader: %v %q, lost told %d times; want a 503 to ask again, told once", msg.Header, msg.Data, lost.Load())
+	}
+}
+
+func (h handingOff) HandoffLost() { h.lost.Add(1) }

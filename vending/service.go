@@ -65,6 +65,20 @@ type StrictSegments interface {
 	IsStrict(tag string) bool
 }
 
+// Handoffs is Segments that may hand a strict tag's request to its leader
+// on another vendor (strict.Segments): the service then publishes the
+// request on <prefix>.strict.<tag> with the client's reply subject in
+// HandoffHeader, and the leader's Forwarder answers the client directly.
+// That is one NATS message for a forward, its answer and the relayed reply.
+type Handoffs interface {
+	// Handoff reports whether a request of tag goes to its leader so.
+	Handoff(tag string) bool
+	// HandoffLost is told that a handed-off request found no leader
+	// listening (NATS answered "no responders"): the next ones should find
+	// out who leads.
+	HandoffLost()
+}
+
 // Config configures a Service. The zero value of every field means its
 // default (see ClientConfig for why configuration reads this way); Start
 // checks the whole struct.
@@ -214,6 +228,11 @@ type Service struct {
 
 	replies *Replies
 
+	// lostPrefix is the inbox, with lostSub its subscription, on which
+	// NATS says that a handed-off request found no leader (Handoffs).
+	lostPrefix string
+	lostSub    *nats.Subscription
+
 	internal errorLog
 }
 
@@ -265,6 +284,7 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 	// the caller's next request (on any connection) finds a responder.
 	if err := nc.Flush(); err != nil {
 		svc.Stop()
+		s.unsubscribeLost()
 		return nil, fmt.Errorf("vending: flush subscriptions: %w", err)
 	}
 	return s, nil
@@ -305,6 +325,7 @@ func (s *Service) addEndpoints() error {
 	if c.Segments != nil {
 		sg := &segmentHandler{s: s, src: c.Segments, prefix: p + ".segment."}
 		sg.ss, _ = c.Segments.(StrictSegments)
+		sg.ho, _ = c.Segments.(Handoffs)
 		if err := s.svc.AddEndpoint(EndpointSegment, s.guard(ModeSegment, sg), micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
 			"subject":         p + ".segment.<tag>: a tag of " + segment.TagSyntax + " (vendor tags add <tag>)",
 			"request":         count + fmt.Sprintf(" (to %d in the %s encoding)", c.MaxRangeBatch, EncodingRanges),
@@ -325,6 +346,9 @@ func (s *Service) addEndpoints() error {
 		})); err != nil {
 			return fmt.Errorf("vending: add %s endpoint: %w", EndpointWaited, err)
 		}
+		if sg.ho != nil {
+			return s.listenLost(sg.ho)
+		}
 	}
 	return nil
 }
@@ -339,7 +363,18 @@ func (s *Service) Close(context.Context) error {
 	s.mu.Unlock()
 	err := s.svc.Stop()
 	s.wg.Wait()
-	return err
+	return errors.Join(err, s.unsubscribeLost())
+}
+
+// unsubscribeLost ends the lost handoffs' subscription, if any.
+func (s *Service) unsubscribeLost() error {
+	if s.lostSub == nil {
+		return nil
+	}
+	if err := s.lostSub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return err
+	}
+	return nil
 }
 
 // scratch is a request's working memory, reused across requests handled
@@ -352,7 +387,12 @@ type scratch struct {
 
 // encoding returns the reply encoding req asks for.
 func encoding(req micro.Request) (string, error) {
-	switch e := req.Headers().Get(EncodingHeader); e {
+	return encodingOf(req.Headers().Get(EncodingHeader))
+}
+
+// encodingOf returns the reply encoding that header value e asks for.
+func encodingOf(e string) (string, error) {
+	switch e {
 	case "", EncodingText:
 		return EncodingText, nil
 	case EncodingBinary, EncodingRanges:
@@ -454,6 +494,7 @@ type segmentHandler struct {
 	s      *Service
 	src    Segments
 	ss     StrictSegments // src, when it can tell strict tags
+	ho     Handoffs       // src, when it hands requests to leaders
 	prefix string
 	scratch
 }
@@ -490,10 +531,60 @@ func (h *segmentHandler) Handle(req micro.Request) {
 		h.s.fail(req, ModeSegment, tag, err, start)
 	case ok:
 		reply(h.s, req, &h.out, enc, ModeSegment, tag, h.strict(tag), rs, start)
+	case h.ho != nil && h.ho.Handoff(tag) && h.s.handoff(req, tag, enc):
 	default:
 		h.s.slowSegment(req, h.src, tag, enc, n, start)
 	}
 }
+
+// handoff hands req to the leader of its strict tag, which answers the
+// client (and counts it, in its metrics). Its own reply subject is this
+// service's lost-handoff inbox followed by the client's: NATS answers
+// "no responders" there when no leader listens, and lostHandoff answers
+// the client. False when it could not be sent: then it is served the slow
+// way.
+func (s *Service) handoff(req micro.Request, tag, enc string) bool {
+	m := &nats.Msg{Subject: StrictSubject(s.cfg.Prefix, tag), Reply: s.lostPrefix + req.Reply(), Header: nats.Header{HandoffHeader: {req.Reply()}}, Data: req.Data()}
+	if enc != EncodingText {
+		m.Header[EncodingHeader] = []string{enc}
+	}
+	return s.nc.PublishMsg(m) == nil
+}
+
+// listenLost subscribes the inbox on which NATS says that a handed-off
+// request found no leader listening.
+func (s *Service) listenLost(ho Handoffs) error {
+	s.lostPrefix = s.nc.NewInbox() + "."
+	sub, err := s.nc.Subscribe(s.lostPrefix+">", func(m *nats.Msg) { s.lostHandoff(ho, m) })
+	if err != nil {
+		return fmt.Errorf("vending: subscribe the lost handoffs' inbox: %w", err)
+	}
+	s.lostSub = sub
+	return nil
+}
+
+// lostHandoff answers the client of a handed-off request that found no
+// leader with a 503 that says to ask again, and tells ho. Only the server's
+// "no responders" counts, and only to a reply subject the service answers.
+func (s *Service) lostHandoff(ho Handoffs, m *nats.Msg) {
+	reply := strings.TrimPrefix(m.Subject, s.lostPrefix)
+	if m.Header.Get(statusHeader) != noRespondersStatus || s.replies.Why(reply) != "" {
+		return
+	}
+	ho.HandoffLost()
+	err := fmt.Errorf("%w: the leader of the strict tag is gone; ask again", segment.ErrUnavailable)
+	if perr := s.nc.PublishMsg(errorReply(reply, err)); perr != nil {
+		s.log.Warn("answering a strict request that found no leader", "reply", reply, "err", perr)
+	}
+	s.obs.Observe(ModeSegment, "", CodeUnavailable, 0, 0)
+}
+
+// The header and value of NATS's "no responders" (nats.go keeps its own
+// unexported).
+const (
+	statusHeader       = "Status"
+	noRespondersStatus = "503"
+)
 
 // slowSegment serves a request that waits for the store in a goroutine of
 // its own. Once Stop has begun it serves it inline instead: the connection's

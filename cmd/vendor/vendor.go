@@ -253,7 +253,7 @@ func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, cl
 // forwarderConfig configures the strict tags' forwarder.
 func (v *vendor) forwarderConfig() vending.ForwarderConfig {
 	cfg := v.cfg
-	return vending.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch,
+	return vending.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch, MaxBatch: cfg.MaxBatch,
 		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Observer: v.obs, Logger: v.log}
 }
 
