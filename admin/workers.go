@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/snowflake"
 )
 
 // Workers prints every worker ID the buckets hold a record of, and the
@@ -51,6 +52,9 @@ func (a *Admin) ResetWorker(ctx context.Context, id int, force bool, w io.Writer
 	}
 	if _, rec, _, err := a.Contract(ctx); err == nil {
 		longest = max(longest, rec.LeaseTTL)
+		if l, err := snowflake.ParseLayout(rec.Layout); err == nil && id > l.MaxWorkerID() {
+			return fmt.Errorf("worker ID %d is not one of this cluster's: its snowflake layout %s has worker IDs 0-%d", id, l.Name(), l.MaxWorkerID())
+		}
 	}
 	was, to, err := kv.ResetWorker(ctx, a.js, id, longest+a.env.MaxSkew, force)
 	if errors.Is(err, kv.ErrPlausible) {

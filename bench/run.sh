@@ -286,7 +286,7 @@ for n in 1 3; do
 	done
 	J_R=$(median "${JR[@]}")
 	row "(j) strict tag single-ID req/s, c=$C, $n vendor(s) (median of $ROUNDS)" "$(fmt0 "$(median "${JS[@]}")") (rounds: $(rounds "${JS[@]}"))" \
-		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.5" "$(ok "$J_R" 0.5)"
+		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.8" "$(ok "$J_R" 0.8)"
 done
 
 FD=$((2 * D))

@@ -74,8 +74,12 @@ func DecodePeer(data []byte) (Peer, error) {
 	if p.Terms.Epoch < 0 || p.Worker.LeaseTTL < 0 {
 		errs = append(errs, errors.New("a negative epoch or lease"))
 	}
-	if p.Worker.Held && (p.Worker.ID < 0 || p.Worker.ID > snowflake.MaxWorkerID || p.Worker.Deadline.IsZero()) {
-		errs = append(errs, fmt.Errorf("worker ID %d held with no deadline, or outside 0-%d", p.Worker.ID, snowflake.MaxWorkerID))
+	layout, err := snowflake.ParseLayout(p.Terms.Layout)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if p.Worker.Held && (p.Worker.ID < 0 || p.Worker.ID > layout.MaxWorkerID() || p.Worker.Deadline.IsZero()) {
+		errs = append(errs, fmt.Errorf("worker ID %d held with no deadline, or outside 0-%d (layout %s)", p.Worker.ID, layout.MaxWorkerID(), p.Terms.Layout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Peer{}, fmt.Errorf("a peer's answer that cannot be believed: %w", err)

@@ -36,6 +36,25 @@ func TestPeerIsSmall(t *testing.T) {
 	}
 }
 
+// A peer's worker ID must be one of its own layout's: 1023 is one of the
+// default's, not of js53's (0-15).
+func TestPeerWorkerIDWithinItsLayout(t *testing.T) {
+	p := samplePeer()
+	p.Terms.Layout = snowflake.LayoutJS53.String()
+	for id, ok := range map[int]bool{15: true, 16: false, 1023: false} {
+		p.Worker.ID = id
+		b, _ := json.Marshal(p)
+		if _, err := DecodePeer(b); (err == nil) != ok {
+			t.Errorf("js53 peer holding worker ID %d: %v, want accepted %v", id, err, ok)
+		}
+	}
+	p.Terms.Layout = "1+40+11+12"
+	b, _ := json.Marshal(p)
+	if _, err := DecodePeer(b); err == nil || !strings.Contains(err.Error(), "unknown layout") {
+		t.Errorf("a peer with an unknown layout: %v", err)
+	}
+}
+
 func FuzzDecodePeer(f *testing.F) {
 	b, _ := json.Marshal(samplePeer())
 	f.Add(b)
@@ -47,8 +66,9 @@ func FuzzDecodePeer(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.V != peerVersion || p.Instance == "" || p.Now.IsZero() ||
-			p.Worker.Held && (p.Worker.ID < 0 || p.Worker.ID > snowflake.MaxWorkerID || p.Worker.Deadline.IsZero()) {
+		layout, err := snowflake.ParseLayout(p.Terms.Layout)
+		if err != nil || p.V != peerVersion || p.Instance == "" || p.Now.IsZero() ||
+			p.Worker.Held && (p.Worker.ID < 0 || p.Worker.ID > layout.MaxWorkerID() || p.Worker.Deadline.IsZero()) {
 			t.Fatalf("DecodePeer(%q) accepted %+v", data, p)
 		}
 	})

@@ -136,6 +136,9 @@ type ContractState struct {
 	// Layout is this vendor's snowflake layout (LEAF_SNOWFLAKE_LAYOUT):
 	// "default" or "js53".
 	Layout string `json:"layout"`
+	// LayoutBits is its bit split, high bits first: unused, time, worker
+	// ID, sequence ("1+41+10+12").
+	LayoutBits string `json:"layout_bits"`
 	// SnowflakeEnds is when the layout's time bits after Epoch run out.
 	SnowflakeEnds time.Time `json:"snowflake_ends"`
 	// Note is why the last check could not complete; Refused why segment
@@ -259,7 +262,7 @@ func (v *State) Snapshot(withRows bool) Status {
 	s.Contract.Segments, s.Contract.Note, s.Contract.Blind, s.Contract.Unseen = gs.Terms.Segments, gs.Note, gs.Blind, gs.Unseen
 	s.Contract.Epoch, s.Contract.WorkerIDs = gs.Terms.Epoch, gs.Terms.WorkerIDs
 	layout, _ := snowflake.ParseLayout(gs.Terms.Layout) // the vendor's own terms: one it vends in
-	s.Contract.Layout = layout.Name()
+	s.Contract.Layout, s.Contract.LayoutBits = layout.Name(), layout.String()
 	s.Contract.SnowflakeEnds = SnowflakeEnds(s.Contract.Epoch, layout)
 	s.Contract.Refused, s.Contract.SnowflakeRefused = gs.SegmentsRefused, gs.SnowflakeRefused
 	s.Clock = clockStatus{ks.Clock.BackwardSteps, ks.Clock.BackwardRefused, ks.Clock.BackwardWaited}

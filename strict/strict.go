@@ -25,6 +25,13 @@
 //     leader renews before it serves again (Config.Fence), as a worker-ID
 //     holder does.
 //
+// A vendor that does not lead a tag forwards its requests (Take) and waits
+// for the answer, which tells it the leader serves; while the last answer
+// is fresh (Config.HandoffFor), it hands them off instead (Handoff), and
+// the leader answers the client directly. Safety does not rest on that
+// freshness: the leader checks its own lease for every request, however
+// it came.
+//
 // Leadership is taken on demand: a vendor that gets a strict tag's request
 // and finds no leader answering takes the lease itself. So the tags spread
 // over the vendors that happen to get their first requests.

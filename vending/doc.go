@@ -62,7 +62,11 @@
 //
 // A Forwarder carries a strict tag's requests from the vendors that do not
 // lead it to the one that does, on <prefix>.strict.<tag>, within the same
-// limits as the service (package strict decides who leads).
+// limits as the service (package strict decides who leads). A request is
+// forwarded (the leader answers the forwarding vendor, which answers the
+// client) or, while the leader answers, handed off (Handoffs): the leader
+// answers the client directly, and NATS's "no responders" to the handing
+// vendor tells it that no leader listens.
 //
 // # Client
 //

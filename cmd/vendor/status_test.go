@@ -281,6 +281,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 			if ends := text(`[data-field="snowflake-ends"]`); !strings.Contains(ends, "2080") {
 				t.Fatalf("snowflake end shows %q, want a date in 2080 (the default epoch)", ends)
 			}
+			if layout := text(`[data-field="layout"]`); !strings.Contains(layout, "default (1+41+10+12 bits") {
+				t.Fatalf("snowflake layout shows %q, want the default and its bits", layout)
+			}
 			if reqs := text(`tr[data-series="segment order"]`); !strings.Contains(reqs, "µs") {
 				t.Fatalf("request row %q shows no average in µs", reqs)
 			}

@@ -52,3 +52,16 @@ func TestResetWorker(t *testing.T) {
 		t.Fatalf("worker ID 7 not claimed after the reset:\n%s", logs.String())
 	}
 }
+
+// reset-worker takes only the worker IDs of the cluster's layout: 16 is
+// not one of a js53 cluster's (0-15).
+func TestResetWorkerWithinTheLayout(t *testing.T) {
+	s := natstest.Server(t)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_SNOWFLAKE_LAYOUT", "js53")
+	stop, _ := startVendor(t, nil)
+	stop() // the contract records js53
+	if code, out := command(t, "cluster", "reset-worker", "16"); code != 1 || !strings.Contains(out, "js53 has worker IDs 0-15") {
+		t.Fatalf("reset-worker 16 in a js53 cluster: exit %d: %s", code, out)
+	}
+}

@@ -164,6 +164,23 @@ func TestStrictTagOrderUnderFaults(t *testing.T) {
 		defer log.mu.Unlock()
 		return len(log.calls)
 	}
+	// The vendors that do not lead hand the tag's requests to the leader
+	// (a spy on the strict subject sees them, with the client's inbox).
+	eventually(t, 60*time.Second, "the strict tag to serve", func() bool { return served() > 0 })
+	spy, err := ns.conn(t).SubscribeSync("leaf.strict.ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handoffs := 0
+	for deadline := time.Now().Add(20 * time.Second); handoffs == 0 && time.Now().Before(deadline); {
+		if m, err := spy.NextMsg(time.Second); err == nil && strings.HasPrefix(m.Header.Get(vending.HandoffHeader), "_INBOX.") {
+			handoffs++
+		}
+	}
+	spy.Unsubscribe()
+	if handoffs == 0 {
+		t.Fatal("no request handed to the strict tag's leader in 20 s")
+	}
 	var recoveries []time.Duration
 	faults := scaled(6)
 	for i := range faults {
