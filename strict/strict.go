@@ -126,7 +126,8 @@ type Leaders struct {
 
 	mu       sync.Mutex
 	leads    map[string]*lead
-	answered map[string]time.Time // when another vendor last answered a Forward as the tag's leader
+	taking   map[string]chan struct{} // closed once this vendor's taking of the tag's lead ends
+	answered map[string]time.Time     // when another vendor last answered a Forward as the tag's leader
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -155,7 +156,8 @@ func Open(cfg Config) (*Leaders, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{}, answered: map[string]time.Time{}}, nil
+	return &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{},
+		taking: map[string]chan struct{}{}, answered: map[string]time.Time{}}, nil
 }
 
 // lead is this vendor's leadership of one tag.
@@ -330,7 +332,9 @@ func (ls *Leaders) sourceErr(l *lead, err error) error {
 	return err
 }
 
-// takeLead takes tag's lease, restarts its buffer and starts renewing.
+// takeLead takes tag's lease, restarts its buffer and starts renewing. The
+// requests that find this vendor taking it already wait for that, rather
+// than race it for the lease (and lose, with a 503).
 func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 	ls.mu.Lock()
 	if ls.closed {
@@ -341,8 +345,33 @@ func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 		ls.mu.Unlock()
 		return l, nil
 	}
+	if taking, ok := ls.taking[tag]; ok {
+		ls.mu.Unlock()
+		select {
+		case <-taking:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: tag %q: waiting for this vendor to take its lead: %w", segment.ErrUnavailable, tag, ctx.Err())
+		}
+		if l := ls.leading(tag); l != nil {
+			return l, nil
+		}
+		return nil, fmt.Errorf("%w: tag %q: this vendor could not take its lead; ask again", segment.ErrUnavailable, tag)
+	}
+	done := make(chan struct{})
+	ls.taking[tag] = done
 	ls.mu.Unlock()
+	defer func() {
+		ls.mu.Lock()
+		delete(ls.taking, tag)
+		ls.mu.Unlock()
+		close(done)
+	}()
+	return ls.newLead(ctx, tag)
+}
 
+// newLead is takeLead's work: the lease, the buffer restart, the listening
+// and the renewals.
+func (ls *Leaders) newLead(ctx context.Context, tag string) (*lead, error) {
 	lease, notBefore, err := ls.cfg.Lead(ctx, tag)
 	if err != nil {
 		return nil, err

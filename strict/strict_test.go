@@ -566,3 +566,44 @@ type nopLease struct{ now func() time.Time }
 
 func (l nopLease) Renew(context.Context) (time.Time, error) { return l.now().Add(time.Hour), nil }
 func (nopLease) Release(context.Context) error              { return nil }
+
+// Requests that arrive while this vendor takes a tag's lead wait for it
+// and are served, rather than race it for the lease and get a 503.
+func TestConcurrentFirstRequestsShareOneLead(t *testing.T) {
+	var leads atomic.Int64
+	release := make(chan struct{})
+	ls, err := strict.Open(strict.Config{
+		Source: &nopSource{},
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			if leads.Add(1) > 1 {
+				return nil, time.Time{}, strict.ErrLedElsewhere // as the lease bucket would say
+			}
+			<-release
+			return nopLease{time.Now}, time.Time{}, nil
+		},
+		Forward: func(_ context.Context, _ string, dst []ids.Range, _ int64) ([]ids.Range, error) {
+			return dst, strict.ErrNoLeader
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close(context.Background())
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := ls.Take(t.Context(), "ledger", nil, 1)
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // the eight wait for the one lead
+	close(release)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("a first request: %v", err)
+		}
+	}
+	if n := leads.Load(); n != 1 {
+		t.Errorf("%d leads taken, want 1", n)
+	}
+}
