@@ -70,8 +70,8 @@ func (s *Segments) Handoff(tag string) bool {
 }
 
 // HandoffLost is told that a handed-off request found no leader
-// (Leaders.HandoffLost).
-func (s *Segments) HandoffLost() { s.leaders.HandoffLost() }
+// (Leaders.ForgetAll).
+func (s *Segments) HandoffLost() { s.leaders.ForgetAll() }
 
 // IsStrict tells the service which replies to mark strict.
 func (s *Segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }

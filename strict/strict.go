@@ -93,8 +93,9 @@ type Config struct {
 	// (see kv.Lead.NotBefore).
 	Lead func(ctx context.Context, tag string) (l Lease, notBefore time.Time, err error)
 	// Forward asks the tag's leader for n IDs: ErrNoLeader when none
-	// answered.
-	Forward func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error)
+	// answered. handoff reports that the leader takes handed-off requests
+	// too (it may answer the clients directly; see Handoff).
+	Forward func(ctx context.Context, tag string, dst []ids.Range, n int64) (rs []ids.Range, handoff bool, err error)
 	// Listen makes this vendor reachable as tag's leader (a subscription
 	// on which Forward's requests arrive, to be answered from ls with
 	// TryTake and Serve); stop undoes it. Optional.
@@ -235,8 +236,8 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 	if l := ls.leading(tag); l != nil {
 		return ls.serve(ctx, l, dst, n)
 	}
-	rs, err := ls.cfg.Forward(ctx, tag, dst, n)
-	ls.noteAnswer(tag, err)
+	rs, handoff, err := ls.cfg.Forward(ctx, tag, dst, n)
+	ls.noteAnswer(tag, handoff && err == nil)
 	if !errors.Is(err, ErrNoLeader) {
 		return rs, err
 	}
@@ -252,14 +253,14 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 	return ls.serve(ctx, l, dst, n)
 }
 
-// noteAnswer records when the tag's leader answered a Forward with IDs,
-// and forgets it when a Forward failed: Handoff's evidence that a leader
-// listens and serves.
-func (ls *Leaders) noteAnswer(tag string, err error) {
+// noteAnswer records when the tag's leader answered a Forward with IDs and
+// takes handed-off requests (ok), and forgets it otherwise: Handoff's
+// evidence that a leader listens and serves.
+func (ls *Leaders) noteAnswer(tag string, ok bool) {
 	now := ls.cfg.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if err == nil {
+	if ok {
 		ls.answered[tag] = now
 	} else {
 		delete(ls.answered, tag)
@@ -280,10 +281,18 @@ func (ls *Leaders) Handoff(tag string) bool {
 	return ok && !ls.closed && ls.leads[tag] == nil && now.Sub(at) < ls.cfg.HandoffFor
 }
 
-// HandoffLost forgets every leader's answers: a request handed to one
-// found none listening, so the next requests go through Take, which finds
-// out who leads (or takes the lead).
-func (ls *Leaders) HandoffLost() {
+// Forget forgets the leader's answers of tag: its leader said it stepped
+// down, so the next requests go through Take, which finds out who leads
+// (or takes the lead), rather than being handed to no one.
+func (ls *Leaders) Forget(tag string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	delete(ls.answered, tag)
+}
+
+// ForgetAll forgets every leader's answers: a request handed to one found
+// none listening.
+func (ls *Leaders) ForgetAll() {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	clear(ls.answered)

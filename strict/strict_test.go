@@ -141,18 +141,18 @@ func (c *cluster) newVendor(name string) *vendor {
 			c.kv.holder[tag], c.kv.expiry[tag] = name, time.Now().Add(c.kv.ttl)
 			return &fakeLease{kv: c.kv, tag: tag, me: name, failing: &v.failing}, time.Time{}, nil
 		},
-		Forward: func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
+		Forward: func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 			c.mu.Lock()
 			leader := c.listening[tag]
 			c.mu.Unlock()
 			if leader == nil || leader == v {
-				return dst, strict.ErrNoLeader
+				return dst, false, strict.ErrNoLeader
 			}
 			rs, err := leader.ls.Serve(ctx, tag, dst, n)
 			if errors.Is(err, strict.ErrNotLeader) {
 				err = fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
 			}
-			return rs, err
+			return rs, true, err
 		},
 		Listen: func(tag string, _ *strict.Leaders) (func(), error) {
 			c.mu.Lock()
@@ -500,6 +500,7 @@ func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	answer := errors.New("none yet") // of the next Forward
+	takesHandoffs := true
 	ledElsewhere := false
 	ls, err := strict.Open(strict.Config{
 		Source: &nopSource{},
@@ -509,11 +510,11 @@ func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
 			}
 			return nopLease{clock}, time.Time{}, nil
 		},
-		Forward: func(_ context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, error) {
+		Forward: func(_ context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 			if answer != nil {
-				return dst, answer
+				return dst, false, answer
 			}
-			return append(dst, ids.Range{First: 1, Count: n}), nil
+			return append(dst, ids.Range{First: 1, Count: n}), takesHandoffs, nil
 		},
 		Now:        clock,
 		HandoffFor: 100 * time.Millisecond,
@@ -541,6 +542,15 @@ func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
 	step("100ms later", false)
 	ls.Take(t.Context(), "ledger", nil, 1)
 	step("answered again", true)
+	takesHandoffs = false
+	ls.Take(t.Context(), "ledger", nil, 1)
+	step("a leader that takes no handoffs answered", false)
+	takesHandoffs = true
+	ls.Take(t.Context(), "ledger", nil, 1)
+	step("answered again", true)
+	ls.Forget("ledger")
+	step("the leader said it stepped down", false)
+	ls.Take(t.Context(), "ledger", nil, 1)
 	answer = fmt.Errorf("%w: timeout", strict.ErrNoLeader)
 	ls.Take(t.Context(), "ledger", nil, 1) // no leader, lead held elsewhere: a 503
 	step("a forward failed", false)
@@ -581,8 +591,8 @@ func TestConcurrentFirstRequestsShareOneLead(t *testing.T) {
 			<-release
 			return nopLease{time.Now}, time.Time{}, nil
 		},
-		Forward: func(_ context.Context, _ string, dst []ids.Range, _ int64) ([]ids.Range, error) {
-			return dst, strict.ErrNoLeader
+		Forward: func(_ context.Context, _ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
+			return dst, false, strict.ErrNoLeader
 		},
 	})
 	if err != nil {

@@ -65,8 +65,12 @@
 // limits as the service (package strict decides who leads). A request is
 // forwarded (the leader answers the forwarding vendor, which answers the
 // client) or, while the leader answers, handed off (Handoffs): the leader
-// answers the client directly, and NATS's "no responders" to the handing
-// vendor tells it that no leader listens.
+// answers the client directly. A leader that steps down says so on
+// GoneSubject, and Follow makes the other vendors forward again at once; a
+// request handed to no leader gets NATS's "no responders" back on the
+// handing vendor's inbox, which answers the client a 503. A leader whose
+// NATS user may not answer clients directly says so in its answers to
+// forwards, and is not handed requests.
 //
 // # Client
 //

@@ -27,6 +27,11 @@ const DefaultForwardTimeout = 500 * time.Millisecond
 // vendors publish there.
 func StrictSubject(prefix, tag string) string { return prefix + ".strict." + tag }
 
+// GoneSubject is where a strict tag's leader says it stepped down (the body
+// is the tag), so that the vendors that hand it requests stop at once:
+// <prefix>.peers.strict. Only vendors publish there.
+func GoneSubject(prefix string) string { return prefix + ".peers.strict" }
+
 // ForwarderConfig configures a Forwarder. The zero value of every field but
 // Gate means its default, as in Config.
 type ForwarderConfig struct {
@@ -114,6 +119,9 @@ type Forwarder struct {
 	nc      *nats.Conn
 	cfg     ForwarderConfig
 	replies *Replies
+	// direct: this vendor's NATS user may publish to the clients' reply
+	// subjects, so as a leader it takes handed-off requests.
+	direct bool
 
 	ctx    context.Context // cancelled by Close: bounds the serves in flight
 	cancel context.CancelFunc
@@ -133,7 +141,35 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 	f := &Forwarder{nc: nc, cfg: c, subs: map[*nats.Subscription]struct{}{},
 		replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.direct = f.mayAnswerClients()
+	if !f.direct {
+		c.Logger.Info("strict tags: this vendor's NATS user may answer clients only on the reply subjects of requests it received (allow_responses), so when it leads a strict tag the other vendors forward the tag's requests to it rather than hand them over, which costs a strict tag about half its speed with three vendors: grant the vendors' user publish on the reply prefixes (LEAF_REPLY_PREFIXES; docs/security.md)",
+			"reply_prefixes", c.ReplyPrefixes)
+	}
 	return f, nil
+}
+
+// HandoffProbe is the last token of the subjects a Forwarder publishes to,
+// under each reply prefix, to learn whether its NATS user may answer
+// clients directly: the connection's error handler may ignore its
+// permission violations.
+const HandoffProbe = "leaf-handoff-probe"
+
+// mayAnswerClients reports whether NATS lets this connection publish under
+// every reply prefix (a subject no one listens on): then, as a strict
+// tag's leader, it can answer the clients of handed-off requests.
+func (f *Forwarder) mayAnswerClients() bool {
+	before := f.nc.LastError()
+	for _, p := range f.cfg.ReplyPrefixes {
+		if err := f.nc.Publish(p+HandoffProbe, nil); err != nil {
+			return false
+		}
+	}
+	if err := f.nc.Flush(); err != nil {
+		return false
+	}
+	last := f.nc.LastError()
+	return last == before || !errors.Is(last, nats.ErrPermissionViolation)
 }
 
 // Close stops listening for every tag and waits for the forwarded requests
@@ -155,7 +191,14 @@ func (f *Forwarder) Close(context.Context) error {
 	return errors.Join(errs...)
 }
 
-var forwardHeader = nats.Header{EncodingHeader: {EncodingRanges}}
+var (
+	forwardHeader       = nats.Header{EncodingHeader: {EncodingRanges}}
+	forwardDirectHeader = nats.Header{EncodingHeader: {EncodingRanges}, directHeader: {"true"}}
+)
+
+// directHeader marks a leader's answer to a forward: it takes handed-off
+// requests too, as its NATS user may answer clients directly.
+const directHeader = "Leaf-Handoff-OK"
 
 // notStrictHeader marks a leader's answer that the tag is normal again, so
 // that the vendor that forwarded the request serves it the normal way.
@@ -164,31 +207,32 @@ const notStrictHeader = "Leaf-Not-Strict"
 // Forward asks the leader of tag for n IDs. It fails with strict.ErrNoLeader
 // when no vendor listens as its leader, or the one that does is too slow to
 // answer (frozen, or cut off): the caller then tries to take the lead,
-// which the lease decides.
-func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
+// which the lease decides. handoff reports that the leader takes handed-off
+// requests too (its NATS user may answer clients directly).
+func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n int64) (rs []ids.Range, handoff bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
 	msg := &nats.Msg{Subject: StrictSubject(f.cfg.Prefix, tag), Header: forwardHeader, Data: strconv.AppendInt(nil, n, 10)}
 	reply, err := f.nc.RequestMsgWithContext(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return dst, fmt.Errorf("%w: %s: %w", strict.ErrNoLeader, msg.Subject, err)
+		return dst, false, fmt.Errorf("%w: %s: %w", strict.ErrNoLeader, msg.Subject, err)
 	case err != nil:
-		return dst, fmt.Errorf("%w: forward to the leader of %q: %w", segment.ErrUnavailable, tag, err)
+		return dst, false, fmt.Errorf("%w: forward to the leader of %q: %w", segment.ErrUnavailable, tag, err)
 	}
 	if reply.Header.Get(notStrictHeader) != "" {
 		// Normal again: the caller takes the IDs the normal way.
-		return dst, fmt.Errorf("%w: tag %q, as its leader found", segment.ErrNotStrict, tag)
+		return dst, false, fmt.Errorf("%w: tag %q, as its leader found", segment.ErrNotStrict, tag)
 	}
 	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
 		c, _ := strconv.Atoi(code)
-		return dst, &Error{Code: c, Message: "the leader of the strict tag: " + reply.Header.Get(micro.ErrorHeader)}
+		return dst, false, &Error{Code: c, Message: "the leader of the strict tag: " + reply.Header.Get(micro.ErrorHeader)}
 	}
-	rs, err := DecodeRanges(dst, reply.Data)
+	rs, err = DecodeRanges(dst, reply.Data)
 	if got := ids.Count(rs[len(dst):]); err != nil || got != n {
-		return dst, fmt.Errorf("%w: the leader of %q answered %d IDs for %d: %v", segment.ErrUnavailable, tag, got, n, err)
+		return dst, false, fmt.Errorf("%w: the leader of %q answered %d IDs for %d: %v", segment.ErrUnavailable, tag, got, n, err)
 	}
-	return rs, nil
+	return rs, reply.Header.Get(directHeader) != "", nil
 }
 
 // Listen answers the requests forwarded to this vendor as tag's leader,
@@ -220,7 +264,32 @@ func (f *Forwarder) Listen(tag string, ls *strict.Leaders) (stop func(), err err
 		if ours {
 			sub.Unsubscribe()
 		}
+		// Whether or not others hear it: they notice within
+		// strict.Config.HandoffFor.
+		if err := f.nc.Publish(GoneSubject(f.cfg.Prefix), []byte(tag)); err != nil {
+			f.cfg.Logger.Warn("telling the vendors that this one no longer leads a strict tag", "tag", tag, "err", err)
+		}
 	}, nil
+}
+
+// Follow makes ls forget a tag's leader as soon as it says it stepped down
+// (Leaders.Forget), until the Forwarder closes.
+func (f *Forwarder) Follow(ls *strict.Leaders) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return fmt.Errorf("%w: closing", segment.ErrUnavailable)
+	}
+	sub, err := f.nc.Subscribe(GoneSubject(f.cfg.Prefix), func(m *nats.Msg) {
+		if tag := string(m.Data); segment.ValidateTag(tag) == nil {
+			ls.Forget(tag)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("vending: listen on %s: %w", GoneSubject(f.cfg.Prefix), err)
+	}
+	f.subs[sub] = struct{}{}
+	return nil
 }
 
 // serve answers one request on the strict subject: forwarded (the
@@ -294,6 +363,9 @@ func (f *Forwarder) take(tag string, ls *strict.Leaders, body []byte, limit int,
 // would: its code and sentence.
 func (f *Forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
 	r := &nats.Msg{Subject: m.Reply, Header: forwardHeader}
+	if f.direct {
+		r.Header = forwardDirectHeader
+	}
 	if err != nil {
 		r = errorReply(m.Reply, err)
 		if errors.Is(err, segment.ErrNotStrict) {

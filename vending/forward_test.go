@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
@@ -92,9 +94,9 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || !strings.Contains(msg.Header.Get(micro.ErrorHeader), "1 to 100") {
 		t.Fatalf("101 IDs forwarded: %v %q, want a 400 naming the limit of 100", msg.Header, msg.Data)
 	}
-	rs, err := f.Forward(t.Context(), "ledger", nil, 100)
-	if err != nil || ids.Count(rs) != 100 {
-		t.Fatalf("forward of 100: %v, %v", rs, err)
+	rs, handoff, err := f.Forward(t.Context(), "ledger", nil, 100)
+	if err != nil || ids.Count(rs) != 100 || !handoff {
+		t.Fatalf("forward of 100: %v, %v; the leader takes handoffs: %v", rs, err, handoff)
 	}
 
 	spy := natstest.Conn(t, s)
@@ -157,12 +159,14 @@ func (h handingOff) TakeRanges(_ context.Context, tag string, dst []ids.Range, _
 
 func (handingOff) IsStrict(string) bool { return true }
 func (handingOff) Handoff(string) bool  { return true }
+func (h handingOff) HandoffLost()       { h.lost.Add(1) }
 
 // A vendor hands a strict tag's request to the leader, which answers the
 // client directly as the service would: in the client's encoding, marked
-// strict, within the service's counts, counted by the leader. With no
-// leader listening, the vendor hears NATS's "no responders", answers the
-// client a 503 that says to ask again, and forgets the leader.
+// strict, within the service's counts, counted by the leader. A leader
+// that steps down says so, and the vendors that follow it forget it; a
+// request handed to no leader hears NATS's "no responders", and the vendor
+// answers its client a 503 that says to ask again.
 func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	s := natstest.Server(t)
 	rec := &recorder{}
@@ -239,11 +243,77 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 		t.Fatalf("the leader published to %s", m.Subject)
 	}
 
-	ls.Close(context.Background()) // steps down: no one listens
+	// Another vendor's Leaders, handing ledger off since its leader
+	// answered, forgets it when the leader steps down.
+	other, err := strict.Open(strict.Config{
+		Source: &strictSource{next: 1},
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			return nil, time.Time{}, strict.ErrLedElsewhere
+		},
+		Forward:    f.Forward,
+		HandoffFor: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	if err := f.Follow(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Take(t.Context(), "ledger", nil, 1); err != nil || !other.Handoff("ledger") {
+		t.Fatalf("forwarded to the leader: %v; hands off: %v", err, other.Handoff("ledger"))
+	}
+	ls.Close(context.Background()) // steps down, and says so
+	for deadline := time.Now().Add(5 * time.Second); other.Handoff("ledger") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if other.Handoff("ledger") {
+		t.Fatal("the other vendor still hands ledger off after its leader stepped down")
+	}
 	msg = request(t, client, "leaf.segment.ledger", "")
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || !strings.Contains(string(msg.Data), "ask again") || lost.Load() != 1 {
 		t.Fatalf("handed off with no leader: %v %q, lost told %d times; want a 503 to ask again, told once", msg.Header, msg.Data, lost.Load())
 	}
 }
 
-func (h handingOff) HandoffLost() { h.lost.Add(1) }
+// A leader whose NATS user may answer clients only on the reply subjects of
+// the requests it received (allow_responses) says in its answers to
+// forwards that it takes no handoffs, and the vendors keep forwarding.
+func TestLeaderWithoutReplyPermissionTakesNoHandoffs(t *testing.T) {
+	s := natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) {
+		o.Users = []*server.User{{Username: "vendor", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"leaf.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"leaf.>", "_INBOX.>"}},
+			Response:  &server.ResponsePermission{MaxMsgs: 1},
+		}}}
+	}})
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("vendor", "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	f, err := vending.OpenForwarder(nc, vending.ForwarderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	ls, err := strict.Open(strict.Config{
+		Source: &strictSource{next: 1},
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			return foreverLease{}, time.Time{}, nil
+		},
+		Forward: f.Forward,
+		Listen:  f.Listen,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close(context.Background())
+	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // leads
+		t.Fatal(err)
+	}
+	rs, handoff, err := f.Forward(t.Context(), "ledger", nil, 5)
+	if err != nil || ids.Count(rs) != 5 || handoff {
+		t.Fatalf("forward: %v, %v; takes handoffs %v, want 5 IDs and no handoffs", rs, err, handoff)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
+	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -127,6 +128,7 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if status.IsStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) ||
+				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), vending.HandoffProbe)) ||
 				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), natsserver.VarzSubject)) {
 				return // the askers say it once
 			}

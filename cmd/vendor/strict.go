@@ -62,6 +62,9 @@ func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, gate fu
 		sc.Fence = func() uint64 { return nc.Stats().Reconnects }
 	}
 	ls, err := strict.Open(sc)
+	if err == nil {
+		err = f.Follow(ls)
+	}
 	if err != nil {
 		return nil, errors.Join(err, f.Close(ctx))
 	}

@@ -794,6 +794,13 @@ func TestAttackReplySubjects(t *testing.T) {
 	if !during || !after {
 		t.Errorf("the load stalled during (%v) or after (%v) the attack: %v", !during, !after, load.errs())
 	}
+	// The shipped configuration lets a strict tag's leader answer the
+	// clients of the requests other vendors hand it.
+	for _, v := range vendors {
+		if v.count("may answer clients only on the reply subjects") > 0 {
+			t.Errorf("vendor %s may not answer handed-off requests under the shipped configuration", v.name)
+		}
+	}
 	if !countedAll || notInbox != sentInside {
 		t.Errorf("leaf_requests_dropped_total{reason=%q} is %d, want the %d requests of leaf-inside", vending.DropNotInbox, notInbox, sentInside)
 	}

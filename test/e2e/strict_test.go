@@ -173,7 +173,7 @@ func TestStrictTagOrderUnderFaults(t *testing.T) {
 	}
 	handoffs := 0
 	for deadline := time.Now().Add(20 * time.Second); handoffs == 0 && time.Now().Before(deadline); {
-		if m, err := spy.NextMsg(time.Second); err == nil && strings.HasPrefix(m.Header.Get(vending.HandoffHeader), "_INBOX.") {
+		if m, err := spy.NextMsg(time.Second); err == nil && m.Header.Get(vending.HandoffHeader) != "" && strings.HasPrefix(m.Reply, "_INBOX.") {
 			handoffs++
 		}
 	}
