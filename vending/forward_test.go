@@ -58,6 +58,28 @@ func (s *strictSource) TakeStrict(ctx context.Context, _ string, dst []ids.Range
 	return append(dst, r), nil
 }
 
+// leadLedger makes f's vendor the leader of "ledger", serving from src,
+// until the test ends.
+func leadLedger(t *testing.T, f *vending.Forwarder, src strict.Source) *strict.Leaders {
+	t.Helper()
+	ls, err := strict.Open(strict.Config{
+		Source: src,
+		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+			return foreverLease{}, time.Time{}, nil
+		},
+		Forward: f.Forward,
+		Listen:  f.Listen,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ls.Close(context.Background()) })
+	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // no leader answers: this one leads
+		t.Fatal(err)
+	}
+	return ls
+}
+
 type foreverLease struct{}
 
 func (foreverLease) Renew(context.Context) (time.Time, error) { return time.Now().Add(time.Hour), nil }
@@ -74,21 +96,7 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &strictSource{next: 1, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	ls, err := strict.Open(strict.Config{
-		Source: src,
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
-			return foreverLease{}, time.Time{}, nil
-		},
-		Forward: f.Forward,
-		Listen:  f.Listen,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ls.Close(context.Background())
-	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // no leader answers: this one leads
-		t.Fatal(err)
-	}
+	ls := leadLedger(t, f, src)
 	client := natstest.Conn(t, s)
 	msg := requestEnc(t, client, vending.StrictSubject("leaf", "ledger"), vending.EncodingRanges, "101")
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || !strings.Contains(msg.Header.Get(micro.ErrorHeader), "1 to 100") {
@@ -175,20 +183,7 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close(context.Background())
-	ls, err := strict.Open(strict.Config{
-		Source: &strictSource{next: 1},
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
-			return foreverLease{}, time.Time{}, nil
-		},
-		Forward: f.Forward,
-		Listen:  f.Listen,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // no leader answers: this one leads
-		t.Fatal(err)
-	}
+	ls := leadLedger(t, f, &strictSource{next: 1})
 	lost := &atomic.Int64{}
 	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: handingOff{t, lost}})
 	if err != nil {
@@ -297,21 +292,7 @@ func TestLeaderWithoutReplyPermissionTakesNoHandoffs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close(context.Background())
-	ls, err := strict.Open(strict.Config{
-		Source: &strictSource{next: 1},
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
-			return foreverLease{}, time.Time{}, nil
-		},
-		Forward: f.Forward,
-		Listen:  f.Listen,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ls.Close(context.Background())
-	if _, err := ls.Take(t.Context(), "ledger", nil, 1); err != nil { // leads
-		t.Fatal(err)
-	}
+	leadLedger(t, f, &strictSource{next: 1})
 	rs, handoff, err := f.Forward(t.Context(), "ledger", nil, 5)
 	if err != nil || ids.Count(rs) != 5 || handoff {
 		t.Fatalf("forward: %v, %v; takes handoffs %v, want 5 IDs and no handoffs", rs, err, handoff)
