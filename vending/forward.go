@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +23,9 @@ import (
 // leader: the segment wait, so that the client's 503 arrives within its
 // own time-out.
 const DefaultForwardTimeout = 500 * time.Millisecond
+
+// DefaultReprobe is ForwarderConfig.Reprobe's default.
+const DefaultReprobe = 30 * time.Second
 
 // StrictSubject is the subject on which a strict tag's leader takes the
 // requests the other vendors forward to it: <prefix>.strict.<tag>. Only
@@ -50,6 +55,10 @@ type ForwarderConfig struct {
 	ReplyPrefixes, OwnInboxes []string
 	// Timeout bounds a forwarded request. Default DefaultForwardTimeout.
 	Timeout time.Duration
+	// Reprobe is how often a Forwarder that may not answer clients
+	// directly checks again whether it may (permissions change at run
+	// time). Default DefaultReprobe.
+	Reprobe time.Duration
 	// Gate, when set, says why this vendor may not serve segments now
 	// (nil: it may); a leader answers forwarded requests past it.
 	Gate func() error
@@ -70,6 +79,9 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultForwardTimeout
+	}
+	if c.Reprobe == 0 {
+		c.Reprobe = DefaultReprobe
 	}
 	if len(c.ReplyPrefixes) == 0 {
 		c.ReplyPrefixes = DefaultReplyPrefixes
@@ -120,8 +132,14 @@ type Forwarder struct {
 	cfg     ForwarderConfig
 	replies *Replies
 	// direct: this vendor's NATS user may publish to the clients' reply
-	// subjects, so as a leader it takes handed-off requests.
-	direct bool
+	// subjects, so as a leader it takes handed-off requests. Checked at
+	// start (mayAnswerClients), turned off when NATS refuses an answer
+	// (noteDenied), checked again every Reprobe while off.
+	direct    atomic.Bool
+	probing   atomic.Bool
+	probedAt  atomic.Int64 // Unix ns of the last check
+	deniedMu  sync.Mutex
+	lastError error // the connection's last error noteDenied looked at
 
 	ctx    context.Context // cancelled by Close: bounds the serves in flight
 	cancel context.CancelFunc
@@ -141,12 +159,76 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 	f := &Forwarder{nc: nc, cfg: c, subs: map[*nats.Subscription]struct{}{},
 		replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.direct = f.mayAnswerClients()
-	if !f.direct {
-		c.Logger.Info("strict tags: this vendor's NATS user may answer clients only on the reply subjects of requests it received (allow_responses), so when it leads a strict tag the other vendors forward the tag's requests to it rather than hand them over, which costs a strict tag about half its speed with three vendors: grant the vendors' user publish on the reply prefixes (LEAF_REPLY_PREFIXES; docs/security.md)",
-			"reply_prefixes", c.ReplyPrefixes)
-	}
+	f.probe()
 	return f, nil
+}
+
+// probe checks whether this vendor may answer clients directly, and says
+// so when that changes (or, at the start, when it may not).
+func (f *Forwarder) probe() {
+	ok, first := f.mayAnswerClients(), f.probedAt.Load() == 0
+	f.probedAt.Store(time.Now().UnixNano())
+	switch was := f.direct.Swap(ok); {
+	case ok && !was && !first:
+		f.cfg.Logger.Info("strict tags: this vendor's NATS user may answer clients directly again: it takes handed-off requests as a leader")
+	case !ok && (was || first):
+		f.cfg.Logger.Info("strict tags: this vendor's NATS user may answer clients only on the reply subjects of requests it received (allow_responses), so when it leads a strict tag the other vendors forward the tag's requests to it rather than hand them over, which costs a strict tag about half its speed with three vendors: grant the vendors' user publish on the reply prefixes (LEAF_REPLY_PREFIXES; docs/security.md)",
+			"reply_prefixes", f.cfg.ReplyPrefixes, "checks_again_every", f.cfg.Reprobe)
+	}
+}
+
+// reprobe checks again, in the background, once Reprobe has passed since
+// the last check while this vendor may not answer clients directly.
+func (f *Forwarder) reprobe() {
+	if f.direct.Load() || time.Since(time.Unix(0, f.probedAt.Load())) < f.cfg.Reprobe || !f.probing.CompareAndSwap(false, true) {
+		return
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		f.probing.Store(false)
+		return
+	}
+	f.wg.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.wg.Done()
+		defer f.probing.Store(false)
+		f.probe()
+	}()
+}
+
+// noteDenied turns direct answers off when NATS refused one: this vendor's
+// permissions changed since it checked (a reload, or a reconnect to a
+// server configured otherwise). The other vendors learn it from its next
+// answer to a forward, and forward again. The refusal reaches the
+// connection after the publish, so the next answer notices it.
+func (f *Forwarder) noteDenied() {
+	last := f.nc.LastError()
+	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) {
+		return
+	}
+	f.deniedMu.Lock()
+	seen := last == f.lastError
+	f.lastError = last
+	f.deniedMu.Unlock()
+	if seen || !f.repliesDenied(last) || !f.direct.CompareAndSwap(true, false) {
+		return
+	}
+	f.probedAt.Store(time.Now().UnixNano())
+	f.cfg.Logger.Warn("strict tags: NATS refused this vendor's answer to the client of a handed-off request, so its permissions changed: the other vendors forward to it again, and it checks again every "+f.cfg.Reprobe.String()+" (grant the vendors' user publish on the reply prefixes; docs/security.md)",
+		"err", last)
+}
+
+// repliesDenied reports whether err is NATS refusing a publish under a
+// reply prefix.
+func (f *Forwarder) repliesDenied(err error) bool {
+	for _, p := range f.cfg.ReplyPrefixes {
+		if strings.Contains(err.Error(), `Publish to "`+p) {
+			return true
+		}
+	}
+	return false
 }
 
 // HandoffProbe is the last token of the subjects a Forwarder publishes to,
@@ -363,8 +445,10 @@ func (f *Forwarder) take(tag string, ls *strict.Leaders, body []byte, limit int,
 // would: its code and sentence.
 func (f *Forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
 	r := &nats.Msg{Subject: m.Reply, Header: forwardHeader}
-	if f.direct {
+	if f.direct.Load() {
 		r.Header = forwardDirectHeader
+	} else {
+		f.reprobe()
 	}
 	if err != nil {
 		r = errorReply(m.Reply, err)
@@ -391,6 +475,7 @@ func (f *Forwarder) answer(subject, client, enc, tag string, rs []ids.Range, err
 		}
 		n = int(ids.Count(rs))
 		if err = f.nc.PublishMsg(r); err == nil {
+			f.noteDenied()
 			f.cfg.Observer.Observe(ModeSegment, tag, CodeOK, n, time.Since(start))
 			return
 		}

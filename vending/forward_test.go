@@ -2,7 +2,6 @@ package vending_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,17 +151,19 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 // handingOff is a vendor's segments that lead no tag and hand every
 // request to the leader; taking one itself fails the test.
 type handingOff struct {
-	t    *testing.T
 	lost *atomic.Int64 // HandoffLost calls
+	slow *atomic.Int64 // requests served the slow way, not handed off
 }
+
+func newHandingOff() handingOff { return handingOff{&atomic.Int64{}, &atomic.Int64{}} }
 
 func (h handingOff) TryTakeRanges(_ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
 	return dst, false, nil
 }
 
-func (h handingOff) TakeRanges(_ context.Context, tag string, dst []ids.Range, _ int64) ([]ids.Range, error) {
-	h.t.Errorf("the vendor served %q itself instead of handing it off", tag)
-	return dst, errors.New("served, not handed off")
+func (h handingOff) TakeRanges(context.Context, string, []ids.Range, int64) ([]ids.Range, error) {
+	h.slow.Add(1)
+	return nil, &vending.Error{Code: vending.CodeUnavailable, Message: "not handed off"}
 }
 
 func (handingOff) IsStrict(string) bool { return true }
@@ -184,8 +185,8 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	}
 	defer f.Close(context.Background())
 	ls := leadLedger(t, f, &strictSource{next: 1})
-	lost := &atomic.Int64{}
-	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: handingOff{t, lost}})
+	b := newHandingOff()
+	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: b})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +267,19 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 		t.Fatal("the other vendor still hands ledger off after its leader stepped down")
 	}
 	msg = request(t, client, "leaf.segment.ledger", "")
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || !strings.Contains(string(msg.Data), "ask again") || lost.Load() != 1 {
-		t.Fatalf("handed off with no leader: %v %q, lost told %d times; want a 503 to ask again, told once", msg.Header, msg.Data, lost.Load())
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || !strings.Contains(string(msg.Data), "ask again") || b.lost.Load() != 1 {
+		t.Fatalf("handed off with no leader: %v %q, lost told %d times; want a 503 to ask again, told once", msg.Header, msg.Data, b.lost.Load())
+	}
+	if n := b.slow.Load(); n != 0 {
+		t.Fatalf("%d requests served the slow way, not handed off", n)
+	}
+	// A reply subject that, behind the vendor's inbox, would be longer than
+	// a leader answers is served the slow way (forwarded), not dropped.
+	long := "_INBOX." + strings.Repeat("x", 480)
+	sub, _ := client.SubscribeSync(long)
+	client.PublishRequest("leaf.segment.ledger", long, nil)
+	if m, err := sub.NextMsg(5 * time.Second); err != nil || m.Header.Get(micro.ErrorCodeHeader) != "503" || b.slow.Load() != 1 {
+		t.Fatalf("a long reply subject: %v %v, served the slow way %d times; want the slow path's 503", m, err, b.slow.Load())
 	}
 }
 
@@ -296,5 +308,69 @@ func TestLeaderWithoutReplyPermissionTakesNoHandoffs(t *testing.T) {
 	rs, handoff, err := f.Forward(t.Context(), "ledger", nil, 5)
 	if err != nil || ids.Count(rs) != 5 || handoff {
 		t.Fatalf("forward: %v, %v; takes handoffs %v, want 5 IDs and no handoffs", rs, err, handoff)
+	}
+}
+
+// A leader whose answers to clients NATS starts refusing (its permissions
+// changed at run time) says so in its next answers to forwards, so the
+// others forward to it again, and checks again every Reprobe. Here its user
+// may publish the probe's subjects but no other inbox: the probe passes,
+// the answers are refused.
+func TestLeaderStopsHandoffsWhenNATSRefusesItsAnswers(t *testing.T) {
+	s := natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "vendor", Password: "pw", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{"leaf.>",
+					"_INBOX." + vending.HandoffProbe, "_R_." + vending.HandoffProbe}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"leaf.>", "_INBOX.>"}},
+				Response:  &server.ResponsePermission{MaxMsgs: 1},
+			}},
+			{Username: "free", Password: "pw"},
+		}
+	}})
+	connect := func(user string) *nats.Conn {
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(user, "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	f, err := vending.OpenForwarder(connect("vendor"), vending.ForwarderConfig{Reprobe: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	leadLedger(t, f, &strictSource{next: 1})
+	takesHandoffs := func() bool {
+		t.Helper()
+		_, handoff, err := f.Forward(t.Context(), "ledger", nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return handoff
+	}
+	if !takesHandoffs() {
+		t.Fatal("the probe passed, but the leader takes no handoffs")
+	}
+	svc, err := vending.Open(connect("free"), vending.Config{Segments: newHandingOff()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	client := connect("free")
+	for i := 0; i < 20 && takesHandoffs(); i++ {
+		client.Request("leaf.segment.ledger", nil, 100*time.Millisecond) // refused to the leader: times out
+	}
+	if takesHandoffs() {
+		t.Fatal("the leader still takes handoffs after NATS refused its answers")
+	}
+	// Every Reprobe it checks again (the probe's subjects are allowed).
+	deadline := time.Now().Add(5 * time.Second)
+	for !takesHandoffs() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !takesHandoffs() {
+		t.Fatal("the leader never checked again")
 	}
 }

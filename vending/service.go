@@ -541,9 +541,12 @@ func (h *segmentHandler) Handle(req micro.Request) {
 // client (and counts it, in its metrics). Its own reply subject is this
 // service's lost-handoff inbox followed by the client's: NATS answers
 // "no responders" there when no leader listens, and lostHandoff answers
-// the client. False when it could not be sent: then it is served the slow
-// way.
+// the client. False when it could not be sent, or its reply subject would
+// be longer than a leader answers: then it is served the slow way.
 func (s *Service) handoff(req micro.Request, tag, enc string) bool {
+	if len(s.lostPrefix)+len(req.Reply()) > maxReplyLen {
+		return false
+	}
 	m := &nats.Msg{Subject: StrictSubject(s.cfg.Prefix, tag), Reply: s.lostPrefix + req.Reply(), Header: nats.Header{HandoffHeader: {req.Reply()}}, Data: req.Data()}
 	if enc != EncodingText {
 		m.Header[EncodingHeader] = []string{enc}
