@@ -268,8 +268,8 @@ done
 fi
 
 # ---- (j) a strict tag vs a normal tag, single-ID requests -----------------
-# One leader serves a strict tag; with 3 vendors the other two forward its
-# requests to it over NATS. Paired per round: normal then strict on the same
+# One leader serves a strict tag; with 3 vendors the other two hand its
+# requests to it over NATS (it answers the clients). Paired per round: normal then strict on the same
 # vendors.
 LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add jnormal -step 1000 >/dev/null
 LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add jstrict -step 1000 -strict >/dev/null
