@@ -168,6 +168,9 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 func (f *Forwarder) probe() {
 	ok, first := f.mayAnswerClients(), f.probedAt.Load() == 0
 	f.probedAt.Store(time.Now().UnixNano())
+	f.deniedMu.Lock()
+	f.lastError = f.nc.LastError() // the probe's own refusals are no news for noteDenied
+	f.deniedMu.Unlock()
 	switch was := f.direct.Swap(ok); {
 	case ok && !was && !first:
 		f.cfg.Logger.Info("strict tags: this vendor's NATS user may answer clients directly again: it takes handed-off requests as a leader")
