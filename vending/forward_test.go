@@ -79,6 +79,30 @@ func leadLedger(t *testing.T, f *vending.Forwarder, src strict.Source) *strict.L
 	return ls
 }
 
+// expectDropped publishes m, which names a $KV subject to answer, and
+// checks that the leader drops it (rec counts one more drop) and publishes
+// nothing under $KV.
+func expectDropped(t *testing.T, s *server.Server, client *nats.Conn, rec *recorder, m *nats.Msg) {
+	t.Helper()
+	spy := natstest.Conn(t, s)
+	caught, _ := spy.SubscribeSync("$KV.>")
+	spy.Flush()
+	before := len(rec.dropped())
+	if err := client.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	client.Flush()
+	for deadline := time.Now().Add(5 * time.Second); len(rec.dropped()) == before && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(rec.dropped()) != before+1 {
+		t.Fatalf("drops %q, want the request answered to $KV dropped", rec.dropped())
+	}
+	if m, err := caught.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("the leader published to %s", m.Subject)
+	}
+}
+
 type foreverLease struct{}
 
 func (foreverLease) Renew(context.Context) (time.Time, error) { return time.Now().Add(time.Hour), nil }
@@ -106,22 +130,7 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 		t.Fatalf("forward of 100: %v, %v; the leader takes handoffs: %v", rs, err, handoff)
 	}
 
-	spy := natstest.Conn(t, s)
-	caught, _ := spy.SubscribeSync("$KV.>")
-	spy.Flush()
-	if err := client.PublishMsg(&nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: "$KV.leaf_strict_leaders.ledger", Data: []byte("5")}); err != nil {
-		t.Fatal(err)
-	}
-	client.Flush()
-	for deadline := time.Now().Add(5 * time.Second); len(rec.dropped()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(rec.dropped()) != 1 {
-		t.Fatalf("drops %q, want the request to $KV dropped", rec.dropped())
-	}
-	if m, err := caught.NextMsg(100 * time.Millisecond); err == nil {
-		t.Fatalf("the leader published to %s", m.Subject)
-	}
+	expectDropped(t, s, client, rec, &nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: "$KV.leaf_strict_leaders.ledger", Data: []byte("5")})
 
 	// A request that waits for the store is served in a goroutine of its
 	// own: Close waits for it.
@@ -221,23 +230,8 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	}
 
 	// A handoff's client must be an inbox too: the leader drops the rest.
-	spy := natstest.Conn(t, s)
-	caught, _ := spy.SubscribeSync("$KV.>")
-	spy.Flush()
-	evil := &nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: client.NewInbox(),
-		Header: nats.Header{vending.HandoffHeader: {"$KV.leaf_strict_leaders.ledger"}}, Data: []byte("5")}
-	if err := client.PublishMsg(evil); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); len(rec.dropped()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(rec.dropped()) != 1 {
-		t.Fatalf("drops %q, want the handoff to $KV dropped", rec.dropped())
-	}
-	if m, err := caught.NextMsg(100 * time.Millisecond); err == nil {
-		t.Fatalf("the leader published to %s", m.Subject)
-	}
+	expectDropped(t, s, client, rec, &nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: client.NewInbox(),
+		Header: nats.Header{vending.HandoffHeader: {"$KV.leaf_strict_leaders.ledger"}}, Data: []byte("5")})
 
 	// Another vendor's Leaders, handing ledger off since its leader
 	// answered, forgets it when the leader steps down.
