@@ -251,6 +251,21 @@ func (s *SegmentStore) Tags(ctx context.Context) ([]segment.Row, error) {
 	return rows, nil
 }
 
+// Tag reads tag's row, as Tags lists it: one direct get.
+func (s *SegmentStore) Tag(ctx context.Context, tag string) (segment.Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
+	defer cancel()
+	r, _, err := s.get(ctx, tag)
+	var ce *CorruptError
+	switch {
+	case errors.As(err, &ce):
+		return segment.Row{Tag: tag}, nil
+	case err != nil:
+		return segment.Row{}, fmt.Errorf("kv: read tag %q: %w", tag, err)
+	}
+	return r.row(tag), nil
+}
+
 // List returns every row, ordered by tag. Rows that are corrupt are left
 // out and named by the error, which wraps ErrCorrupt.
 func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/leaf-nats/leaf/ids"
 )
@@ -42,12 +46,11 @@ type Options struct {
 	Now func() time.Time
 	// Refresh is how often the tag list is re-read. Default 60s.
 	Refresh time.Duration
-	// NegativeTTL is how long a tag list is trusted to say a tag does not
-	// exist: a request for a tag absent from a list younger than this is
-	// answered ErrUnknownTag without asking the store, but for a few such
-	// requests a second, which list again so that a tag just added is
-	// found at once. Default 1s: a flood of unknown tags costs each
-	// allocator a few tag-list reads a second.
+	// NegativeTTL is how long a tag the store was found without is
+	// answered ErrUnknownTag without asking the store again. Default 1s.
+	// Each tag not cached costs one single-row read (a few hundred a
+	// second at most per allocator), whatever the number of tags, and a
+	// tag just added is found at once.
 	NegativeTTL time.Duration
 	// Wait is how long a Take may wait for the store in all (the tag's
 	// lookup and its loads) before it fails with ErrUnavailable. Default
@@ -64,8 +67,10 @@ type Options struct {
 	// beyond it fails with ErrRateLimited. 0: no bound.
 	RateLimit float64
 	// RateBurst is how many IDs a tag may hand out at once within
-	// RateLimit: the largest batch that can ever be served. Default
-	// RateLimit (one second's worth).
+	// RateLimit: the largest batch that can ever be served, refused
+	// beyond it with a RateError that says so. Default RateLimit (one
+	// second's worth), so that no burst takes more than a second of the
+	// limit.
 	RateBurst float64
 	// Marks, when set, keeps how far each tag was handed out outside the
 	// store, so that a store that comes back older is raised above them
@@ -111,11 +116,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxStep == 0 {
 		o.MaxStep = DefaultMaxStep
 	}
-	if o.RateLimit < 0 || o.RateBurst < 0 {
-		errs = append(errs, fmt.Errorf("Options.RateLimit %g and RateBurst %g: want 0 (none) or more", o.RateLimit, o.RateBurst))
+	if o.RateLimit < 0 || o.RateBurst < 0 || o.RateBurst > 1<<53 {
+		errs = append(errs, fmt.Errorf("Options.RateLimit %g and RateBurst %g: want 0 (none) or more, a burst up to 2^53", o.RateLimit, o.RateBurst))
 	}
 	if o.RateBurst == 0 {
-		o.RateBurst = o.RateLimit
+		o.RateBurst = max(1, math.Ceil(o.RateLimit))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -140,10 +145,11 @@ type Allocator struct {
 	tags atomic.Pointer[tagSet] // replaced, never mutated: readers take no lock
 	live sync.Map               // tag -> *buffer, for the known tags asked for since they were listed
 
-	mu      sync.Mutex // guards the fields below and replacing tags
-	listing *call      // the tag list read in flight, shared by its waiters
-	listErr error      // the last failed list read ...
-	listAt  time.Time  // ... and when it failed
+	mu     sync.Mutex           // guards absent and replacing tags
+	absent map[string]time.Time // tags the store was found without, and when
+	finds  singleflight.Group   // store reads of uncached tags, one per tag at a time
+	// lookups bounds the store reads of uncached tags.
+	lookups *rate.Limiter
 
 	goMu   sync.Mutex // orders wg.Add against Close's wg.Wait
 	closed bool
@@ -152,8 +158,6 @@ type Allocator struct {
 	storeDown atomic.Bool // logs an outage once, and its end once
 	rw        rewinds     // stores found behind what was handed out
 
-	tokens   float64   // lookups of uncached tags allowed past a fresh list
-	tokensAt time.Time // when tokens was last topped up; guarded by mu
 }
 
 // tagSet is one version of the tag cache: the tags the store lists, each
@@ -181,7 +185,7 @@ func Open(ctx context.Context, opt Options) (*Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Allocator{opt: opt, log: opt.Logger}
+	a := &Allocator{opt: opt, log: opt.Logger, absent: map[string]time.Time{}, lookups: rate.NewLimiter(lookupRate, lookupRate)}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.tags.Store(&tagSet{known: map[string]bool{}})
 	_ = a.list(ctx) // logged; tags are then looked up as requests name them
@@ -278,7 +282,7 @@ func (a *Allocator) tryTake(tag string, dst []ids.Range, n int64, strict bool) (
 	}
 	b := a.lookup(tag)
 	if b == nil {
-		if _, err := a.missing(tag); err != nil {
+		if err := a.missing(tag); err != nil {
 			return dst, false, err
 		}
 		return dst, false, nil
@@ -288,7 +292,8 @@ func (a *Allocator) tryTake(tag string, dst []ids.Range, n int64, strict bool) (
 		b.mu.Unlock()
 		return dst, false, err
 	}
-	if err := a.admit(b, n); err != nil {
+	admitted, err := a.admit(b, n)
+	if err != nil {
 		b.mu.Unlock()
 		return dst, false, err
 	}
@@ -296,7 +301,7 @@ func (a *Allocator) tryTake(tag string, dst []ids.Range, n int64, strict bool) (
 	if got > 0 {
 		a.preload(b)
 	} else {
-		a.refund(b, n) // the Take that follows is charged
+		a.refund(admitted) // the Take that follows is charged
 		if !b.tooBig(n) {
 			a.startLoad(b) // the Take that follows finds it in flight
 		}
@@ -356,16 +361,14 @@ func (a *Allocator) take(ctx context.Context, tag string, dst []ids.Range, n int
 		return dst, err
 	}
 	b.mu.Lock()
-	err = a.admit(b, n)
+	admitted, err := a.admit(b, n)
 	b.mu.Unlock()
 	if err != nil {
 		return dst, err
 	}
 	rs, err := a.takeAdmitted(ctx, b, dst, n, strict)
 	if err != nil {
-		b.mu.Lock()
-		a.refund(b, n)
-		b.mu.Unlock()
+		a.refund(admitted)
 	}
 	return rs, err
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/leaf-nats/leaf/ids"
 )
 
@@ -47,10 +49,9 @@ type buffer struct {
 	// no allocation may start below it.
 	high int64
 
-	// The tag's budget of IDs under Options.RateLimit: tokens at
-	// tokensAt, refilled at the limit up to Options.RateBurst.
-	tokens   float64
-	tokensAt time.Time
+	// limiter is the tag's budget of IDs under Options.RateLimit, made
+	// on the first take.
+	limiter *rate.Limiter
 }
 
 // span is the IDs [lo, hi).

@@ -20,6 +20,7 @@ type fakeStore struct {
 	rows  map[string]segment.Row
 	steps []int64 // step argument of every Alloc
 	lists int     // Tags calls
+	reads int     // Tag calls
 	err   error   // returned by every call when set
 	hang  bool    // calls wait for their context when set
 	// stale, when set, is the max_id the next Alloc reads first: its
@@ -113,6 +114,29 @@ func (f *fakeStore) Tags(ctx context.Context) ([]segment.Row, error) {
 	}
 	slices.SortFunc(rows, func(a, b segment.Row) int { return strings.Compare(a.Tag, b.Tag) })
 	return rows, nil
+}
+
+func (f *fakeStore) Tag(ctx context.Context, tag string) (segment.Row, error) {
+	f.mu.Lock()
+	f.reads++
+	f.mu.Unlock()
+	defer f.end()
+	if err := f.begin(ctx); err != nil {
+		return segment.Row{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rows[tag]
+	if !ok {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	return r, nil
+}
+
+func (f *fakeStore) tagReads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
 }
 
 func (f *fakeStore) set(fn func(f *fakeStore)) {

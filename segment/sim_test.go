@@ -499,6 +499,13 @@ func (st *simStore) Tags(context.Context) ([]segment.Row, error) {
 	return rows, nil
 }
 
+func (st *simStore) Tag(_ context.Context, tag string) (segment.Row, error) {
+	if !slices.Contains(simTags, tag) {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	return segment.Row{Tag: tag}, nil
+}
+
 // simMarks are marks kept in a store of their own (kv.Marks): Record only
 // raises.
 type simMarks struct {

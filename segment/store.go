@@ -87,6 +87,11 @@ type Store interface {
 	// Tags lists every tag, ordered, with whether it is strict (MaxID,
 	// Step and the rest may be left zero).
 	Tags(ctx context.Context) ([]Row, error)
+	// Tag reads one tag: whether it exists and is strict (the rest may be
+	// left zero), in one single-row read whatever the number of tags.
+	// ErrUnknownTag when it has no row. A row that cannot be read is a
+	// normal tag, whose allocations fail with the reason.
+	Tag(ctx context.Context, tag string) (Row, error)
 }
 
 // AdminStore is a Store that can also be managed: what `vendor tags` and

@@ -8,29 +8,77 @@ import (
 	"time"
 )
 
-// buffer returns tag's buffer, asking the store for its tag list when the
-// cache cannot tell whether tag exists.
+// Lookups of tags not cached: a store read each, lookupRate a second (and
+// as many at once) per allocator, so a flood of made-up tags costs the
+// store a bounded number of single-row reads, never a list.
+const (
+	lookupRate = 100
+	// maxAbsent bounds the tags remembered as absent: a flood of
+	// distinct made-up tags clears it rather than grow it.
+	maxAbsent = 10_000
+)
+
+// buffer returns tag's buffer, asking the store for that one tag when the
+// cache does not have it.
 func (a *Allocator) buffer(ctx context.Context, tag string) (*buffer, error) {
 	if b := a.lookup(tag); b != nil {
 		return b, nil
 	}
-	force, err := a.missing(tag)
-	if err != nil {
+	if err := a.missing(tag); err != nil {
 		return nil, err
 	}
-	l := a.relist(force)
+	// The lookup runs in a goroutine of the allocator's, which Close
+	// waits for, shared by every request for the tag (a.finds); a request
+	// that gives up leaves it to the others.
+	type found struct {
+		b   *buffer
+		err error
+	}
+	ch := make(chan found, 1)
+	if !a.spawn(func() {
+		v, err, _ := a.finds.Do(tag, func() (any, error) { return a.find(tag) })
+		b, _ := v.(*buffer)
+		ch <- found{b, err}
+	}) {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
+	}
 	select {
-	case <-l.done:
+	case f := <-ch:
+		return f.b, f.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, ctx.Err())
 	}
-	if l.err != nil {
-		return nil, fmt.Errorf("%w: tag %q is not cached and the store cannot list tags: %w", ErrUnavailable, tag, l.err)
-	}
+}
+
+// find reads tag's row and makes its buffer, or remembers that the store
+// has none.
+func (a *Allocator) find(tag string) (*buffer, error) {
 	if b := a.lookup(tag); b != nil {
-		return b, nil
+		return b, nil // found while this call waited its turn
 	}
-	return nil, &TagError{Tag: tag, Err: ErrUnknownTag}
+	if !a.lookups.AllowN(a.opt.Now(), 1) {
+		return nil, fmt.Errorf("%w: tag %q is not cached and this vendor looks up at most %d uncached tags a second; ask again",
+			ErrUnavailable, tag, lookupRate)
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.opt.LoadTimeout)
+	defer cancel()
+	row, err := a.opt.Store.Tag(ctx, tag)
+	switch {
+	case errors.Is(err, ErrUnknownTag):
+		a.storeOK()
+		a.markAbsent(tag)
+		return nil, &TagError{Tag: tag, Err: ErrUnknownTag}
+	case err != nil:
+		if a.ctx.Err() == nil {
+			a.storeFailed(err, "tag", tag)
+		}
+		return nil, fmt.Errorf("%w: tag %q is not cached and the store cannot look it up: %w", ErrUnavailable, tag, err)
+	}
+	a.storeOK()
+	b := &buffer{tag: tag}
+	b.strict.Store(row.Strict)
+	v, _ := a.live.LoadOrStore(tag, b)
+	return v.(*buffer), nil
 }
 
 // cached returns tag's buffer if it has one.
@@ -67,91 +115,29 @@ func (a *Allocator) lookup(tag string) *buffer {
 }
 
 // missing decides about a tag absent from the cache without the store: an
-// error when the tag is malformed or a recent list lacks it, nil when the
-// store must be asked (force: although the list is recent).
-//
-// A recent list lacking the tag answers unknown, so a flood of unknown tags
-// costs the store nothing; but a few times a second such a request lists
-// again anyway (lookupRate), so a tag added a moment ago is found at once.
-func (a *Allocator) missing(tag string) (force bool, err error) {
+// error when the tag is malformed or was found absent less than
+// Options.NegativeTTL ago, nil when the store must be asked.
+func (a *Allocator) missing(tag string) error {
 	if err := ValidateTag(tag); err != nil {
-		return false, err
+		return err
 	}
-	if !a.fresh() {
-		return false, nil
+	a.mu.Lock()
+	at, ok := a.absent[tag]
+	a.mu.Unlock()
+	if ok && a.opt.Now().Sub(at) < a.opt.NegativeTTL {
+		return &TagError{Tag: tag, Err: ErrUnknownTag}
 	}
-	if a.lookupToken() {
-		return true, nil
-	}
-	return false, &TagError{Tag: tag, Err: ErrUnknownTag}
+	return nil
 }
 
-// Lookups past a recent tag list: lookupBurst at once, lookupRate a second.
-const (
-	lookupRate  = 5.0
-	lookupBurst = 5.0
-)
-
-// lookupToken takes one lookup from the token bucket, if there is one.
-func (a *Allocator) lookupToken() bool {
+// markAbsent remembers that the store has no tag.
+func (a *Allocator) markAbsent(tag string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.opt.Now()
-	if a.tokensAt.IsZero() {
-		a.tokens = lookupBurst
-	} else {
-		a.tokens = min(lookupBurst, a.tokens+now.Sub(a.tokensAt).Seconds()*lookupRate)
+	if len(a.absent) >= maxAbsent {
+		clear(a.absent)
 	}
-	a.tokensAt = now
-	if a.tokens < 1 {
-		return false
-	}
-	a.tokens--
-	return true
-}
-
-// fresh reports whether the cached tag list is recent enough to say that a
-// tag it lacks does not exist.
-func (a *Allocator) fresh() bool {
-	listed := a.tags.Load().listed
-	return !listed.IsZero() && a.opt.Now().Sub(listed) < a.opt.NegativeTTL
-}
-
-// relist returns the tag list read in flight, starting one unless the last
-// one failed less than retryBackoff ago or, for a request (not the refresh
-// loop), the list is fresh. Every caller shares it, so any number of
-// requests for unknown tags cost one store call.
-func (a *Allocator) relist(refresh bool) *call {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.listing != nil {
-		return a.listing
-	}
-	if !refresh && a.fresh() {
-		return doneCall(nil) // listed since the caller looked
-	}
-	if a.listErr != nil && a.opt.Now().Sub(a.listAt) < retryBackoff {
-		return doneCall(a.listErr)
-	}
-	l := &call{done: make(chan struct{})}
-	if !a.spawn(func() {
-		err := a.list(a.ctx)
-		a.mu.Lock()
-		a.listing = nil
-		a.mu.Unlock()
-		l.err = err
-		close(l.done)
-	}) {
-		return doneCall(errClosed)
-	}
-	a.listing = l
-	return l
-}
-
-func doneCall(err error) *call {
-	l := &call{done: make(chan struct{}), err: err}
-	close(l.done)
-	return l
+	a.absent[tag] = a.opt.Now()
 }
 
 // list reads the tag list and makes it the cache: new tags get empty
@@ -166,13 +152,11 @@ func (a *Allocator) list(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
-		a.listErr, a.listAt = err, started
 		if a.ctx.Err() == nil {
 			a.storeFailed(err)
 		}
 		return err
 	}
-	a.listErr = nil
 	known := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		if err := ValidateTag(r.Tag); err != nil {
@@ -193,6 +177,7 @@ func (a *Allocator) list(ctx context.Context) error {
 		}
 		return true
 	})
+	clear(a.absent) // a tag added since is found at once
 	a.storeOK()
 	return nil
 }
@@ -221,14 +206,8 @@ func (a *Allocator) refreshLoop() {
 			return
 		case <-t.C:
 		}
-		l := a.relist(true)
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-l.done:
-		}
-		if l.err != nil && !errors.Is(l.err, errClosed) && a.ctx.Err() == nil {
-			a.log.Debug("segment: tag list refresh failed", "err", l.err)
+		if err := a.list(a.ctx); err != nil && a.ctx.Err() == nil {
+			a.log.Debug("segment: tag list refresh failed", "err", err)
 		}
 	}
 }

@@ -50,6 +50,15 @@ func (m *memStore) Tags(context.Context) ([]segment.Row, error) {
 	return []segment.Row{{Tag: "ledger", Strict: m.strict}}, nil
 }
 
+func (m *memStore) Tag(_ context.Context, tag string) (segment.Row, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if tag != "ledger" {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	return segment.Row{Tag: "ledger", Strict: m.strict}, nil
+}
+
 // leaseKV is a lease bucket in memory: one key per tag, expiring a TTL
 // after its last write, as the KV bucket's MaxAge does.
 type leaseKV struct {

@@ -184,7 +184,7 @@ func (s *Source) Block(ctx context.Context, n int64) (Block, error) {
 	if n < 1 || n > s.limit {
 		return Block{}, fmt.Errorf("%w: asked for %d IDs; ask for 1 to %d per block", ErrBadRequest, n, s.limit)
 	}
-	if s.pf != nil && n <= s.pf.size && !s.strict.Load() {
+	if s.pf != nil && n <= s.pf.size.Load() && !s.strict.Load() {
 		if b, err := s.pf.block(ctx, n); err != errStrict {
 			return b, err
 		}
@@ -215,8 +215,10 @@ func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.R
 			return dst, ErrClientClosed
 		}
 		rs, err := s.attempt(ctx, dst, msg, n)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return rs, err
+		var e *Error
+		throttled := errors.As(err, &e) && e.Code == CodeTooManyRequests
+		if err == nil || !retryable(err) || ctx.Err() != nil || throttled && e.MaxCount > 0 && n > e.MaxCount {
+			return rs, err // a batch above the limit's burst is never served
 		}
 		if attempt == cfg.Retries {
 			if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTooManyRequests) {
@@ -230,6 +232,10 @@ func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.R
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(2*backoff, cfg.BackoffMax)
+		if throttled && e.RetryAfter > 0 {
+			// The vendor said when: asking sooner is refused again.
+			wait = e.RetryAfter + rand.N(e.RetryAfter/8+1)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -259,9 +265,8 @@ func (s *Source) attempt(ctx context.Context, dst []ids.Range, msg *nats.Msg, n 
 		}
 		return dst, fmt.Errorf("vending: %s: %w", s.subject, err)
 	}
-	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
-		c, _ := strconv.Atoi(code)
-		return dst, &Error{Code: c, Message: reply.Header.Get(micro.ErrorHeader)}
+	if reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		return dst, replyError(reply.Header)
 	}
 	s.setStrict(reply.Header.Get(StrictHeader) == "true")
 	before := len(dst)
@@ -311,9 +316,8 @@ func (c *Client) Decode(ctx context.Context, id int64) (Decoded, error) {
 		}
 		return Decoded{}, fmt.Errorf("vending: %s: %w", subject, err)
 	}
-	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
-		n, _ := strconv.Atoi(code)
-		return Decoded{}, &Error{Code: n, Message: reply.Header.Get(micro.ErrorHeader)}
+	if reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		return Decoded{}, replyError(reply.Header)
 	}
 	var d Decoded
 	if err := json.Unmarshal(reply.Data, &d); err != nil || d.ID != strconv.FormatInt(id, 10) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/segment"
@@ -54,6 +55,24 @@ var (
 type Error struct {
 	Code    int
 	Message string
+	// RetryAfter and MaxCount are what a 429 says: when to ask again (0:
+	// not said, or waiting cannot help) and the most IDs one request may
+	// ask for (0: not said).
+	RetryAfter time.Duration
+	MaxCount   int64
+}
+
+// replyError is the *Error of an error reply's headers.
+func replyError(h nats.Header) *Error {
+	c, _ := strconv.Atoi(h.Get(micro.ErrorCodeHeader))
+	e := &Error{Code: c, Message: h.Get(micro.ErrorHeader)}
+	if ms, err := strconv.ParseInt(h.Get(RetryAfterHeader), 10, 64); err == nil && ms > 0 && ms < 1<<40 {
+		e.RetryAfter = time.Duration(ms) * time.Millisecond
+	}
+	if n, err := strconv.ParseInt(h.Get(MaxCountHeader), 10, 64); err == nil && n > 0 {
+		e.MaxCount = n
+	}
+	return e
 }
 
 func (e *Error) Error() string {
@@ -130,8 +149,38 @@ func (s *Service) fail(req micro.Request, mode, tag string, err error, start tim
 	// The sentence is the body too: a client that ignores the headers
 	// reads it, and cannot take an error for an ID.
 	msg := err.Error()
-	req.Error(strconv.Itoa(code), msg, []byte(msg))
+	req.Error(strconv.Itoa(code), msg, []byte(msg), limitHeaders(err)...)
 	s.obs.Observe(mode, tag, code, 0, time.Since(start))
+}
+
+// Headers of a 429, so that a client waits as long as it must, or asks for
+// fewer IDs, instead of guessing: RetryAfterHeader is when to ask again (in
+// milliseconds), MaxCountHeader the most IDs one request may ask for.
+const (
+	RetryAfterHeader = "Leaf-Retry-After-Ms"
+	MaxCountHeader   = "Leaf-Max-Count"
+)
+
+// limited is an error of a rate limit (segment.RateError, the requesters'
+// limit): when to ask again (0: waiting cannot help), and the most one
+// request may ask for.
+type limited interface {
+	RetryAfter() time.Duration
+	MaxCount() int64
+}
+
+// limitHeaders are the headers of err's reply: RetryAfterHeader and
+// MaxCountHeader for a rate limit's error, none for others.
+func limitHeaders(err error) []micro.RespondOpt {
+	var l limited
+	if !errors.As(err, &l) {
+		return nil
+	}
+	h := micro.Headers{MaxCountHeader: {strconv.FormatInt(l.MaxCount(), 10)}}
+	if d := l.RetryAfter(); d > 0 {
+		h[RetryAfterHeader] = []string{strconv.FormatInt(d.Milliseconds(), 10)}
+	}
+	return []micro.RespondOpt{micro.WithHeaders(h)}
 }
 
 // errorLog aggregates internal errors into periodic log lines.

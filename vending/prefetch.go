@@ -59,9 +59,12 @@ func (b *Block) Len() int64 { return b.end - b.next + ids.Count(b.more) }
 // request in the ranges encoding at a time, so a single consumer sees the
 // IDs of one vendor in ascending order.
 type prefetcher struct {
-	src      *Source
-	size     int64 // IDs one refill asks for
-	lowWater int64
+	src *Source
+	// size is how many IDs one refill asks for, lowWater the refill mark;
+	// both shrink when the vendors say a refill asks for more than their
+	// rate limit serves at once.
+	size     atomic.Int64
+	lowWater atomic.Int64
 
 	cur   atomic.Pointer[cursor] // the run IDs are taken from; nil before the first refill
 	asked atomic.Bool            // a refill is asked for or under way
@@ -89,14 +92,14 @@ type cursor struct {
 
 func newPrefetcher(s *Source) *prefetcher {
 	p := &prefetcher{
-		src:      s,
-		size:     min(int64(s.c.cfg.Prefetch), s.limit),
-		lowWater: int64(s.c.cfg.LowWater),
-		filled:   make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		src:    s,
+		filled: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
+	p.size.Store(min(int64(s.c.cfg.Prefetch), s.limit))
+	p.lowWater.Store(int64(s.c.cfg.LowWater))
 	go p.refillLoop()
 	return p
 }
@@ -187,7 +190,7 @@ func (p *prefetcher) install(r ids.Range) {
 	nr := &cursor{end: end, mark: -1}
 	nr.next.Store(r.First)
 	// Taking ID x leaves end-x-1 IDs of this run and the queued ones.
-	if x := end - 1 + p.queued - p.lowWater; x >= r.First && x < end {
+	if x := end - 1 + p.queued - p.lowWater.Load(); x >= r.First && x < end {
 		nr.mark = x
 	} else if x < r.First {
 		p.ask()
@@ -245,12 +248,12 @@ func (p *prefetcher) refillLoop() {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		enough := p.held() > p.lowWater && p.err == nil
+		enough := p.held() > p.lowWater.Load() && p.err == nil
 		p.mu.Unlock()
 		var rs []ids.Range
 		var err error
 		if !enough {
-			rs, err = p.src.request(p.src.ctx, nil, p.size)
+			rs, err = p.refill()
 		}
 		if p.src.strict.Load() {
 			rs, err = nil, nil // not buffered: the callers waiting request their own
@@ -266,6 +269,20 @@ func (p *prefetcher) refillLoop() {
 		p.filled = make(chan struct{})
 		p.mu.Unlock()
 	}
+}
+
+// refill asks for the buffer's size of IDs. A vendor that serves fewer at
+// once under its rate limit (a 429 with the most one request may ask for)
+// makes the buffer that small from then on, and is asked again.
+func (p *prefetcher) refill() ([]ids.Range, error) {
+	rs, err := p.src.request(p.src.ctx, nil, p.size.Load())
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeTooManyRequests && e.MaxCount > 0 && e.MaxCount < p.size.Load() {
+		p.size.Store(e.MaxCount)
+		p.lowWater.Store(min(p.lowWater.Load(), e.MaxCount/4))
+		rs, err = p.src.request(p.src.ctx, nil, e.MaxCount)
+	}
+	return rs, err
 }
 
 // errStrict is what the buffer answers for a strict tag: the caller

@@ -756,6 +756,11 @@ const MetaMaxRangeBatch = "max_range_batch"
 // limit).
 const MetaRateLimit = "segment_rate_limit"
 
+// MetaRateBurst is the service metadata key of the most IDs of one segment
+// tag one vendor hands out at once (LEAF_SEGMENT_RATE_BURST; 0: no limit):
+// a request for more is refused, so a client's prefetch asks for no more.
+const MetaRateBurst = "segment_rate_burst"
+
 // ServiceMaxBatch asks a running vendor ($SRV.INFO.leaf) for the largest
 // count one request may ask for.
 func ServiceMaxBatch(nc *nats.Conn, timeout time.Duration) (int, error) {

@@ -44,6 +44,7 @@ type Config struct {
 	SegmentMaxStep   int64   `envconfig:"SEGMENT_MAX_STEP" default:"1000000" desc:"cap of the dynamic segment step (Leaf's 1,000,000)"`
 	SegmentGiveBack  bool    `envconfig:"SEGMENT_GIVE_BACK" default:"true" desc:"at a clean stop, give the unused IDs at the top of each tag back to the store, so that a restart skips none (when no other vendor allocated after them)"`
 	SegmentRateLimit float64 `envconfig:"SEGMENT_RATE_LIMIT" default:"1e9" desc:"most IDs a second one vendor hands out of one segment tag (0: no limit); beyond it requests get 429, so no requester can use a tag's ID space up"`
+	SegmentRateBurst float64 `envconfig:"SEGMENT_RATE_BURST" default:"0" desc:"most IDs of one segment tag one vendor hands out at once within LEAF_SEGMENT_RATE_LIMIT (0: one second of the limit); a larger request gets 429 saying so"`
 
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`
 	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
@@ -128,6 +129,8 @@ func (c Config) validate() error {
 	bad(c.MaxBatch < 1 || c.MaxBatch > 1_000_000, "LEAF_MAX_BATCH %d: want 1..1000000", c.MaxBatch)
 	bad(c.MaxRangeBatch < c.MaxBatch || c.MaxRangeBatch > 1<<40, "LEAF_MAX_RANGE_BATCH %d: want LEAF_MAX_BATCH (%d) to 2^40", c.MaxRangeBatch, c.MaxBatch)
 	bad(c.SegmentRateLimit < 0 || c.SegmentRateLimit > 1e15, "LEAF_SEGMENT_RATE_LIMIT %g: want 0 (no limit) to 1e15 IDs a second", c.SegmentRateLimit)
+	bad(c.SegmentRateBurst < 0 || c.SegmentRateBurst > 1e15, "LEAF_SEGMENT_RATE_BURST %g: want 0 (one second of LEAF_SEGMENT_RATE_LIMIT) to 1e15 IDs", c.SegmentRateBurst)
+	bad(c.SegmentRateBurst > 0 && c.SegmentRateLimit == 0, "LEAF_SEGMENT_RATE_BURST %g without LEAF_SEGMENT_RATE_LIMIT: a burst bounds nothing without a rate; set both, or neither", c.SegmentRateBurst)
 	bad(c.SegmentMaxStep < 1, "LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep)
 	bad(c.KVReplicas < 1 || c.KVReplicas > 5, "LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas)
 	bad(c.HTTPMaxConns < 1, "LEAF_HTTP_MAX_CONNS %d: want at least 1", c.HTTPMaxConns)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,6 +17,19 @@ const (
 	kindPostgres = cluster.KindPostgres
 	kindKV       = cluster.KindKV
 )
+
+// segmentRateBurst is the most IDs of one tag a request may ask for under
+// the rate limit: LEAF_SEGMENT_RATE_BURST, or a second of the limit; 0 with
+// no limit.
+func (c Config) segmentRateBurst() float64 {
+	if c.SegmentRateLimit == 0 {
+		return 0
+	}
+	if c.SegmentRateBurst > 0 {
+		return c.SegmentRateBurst
+	}
+	return max(1, math.Ceil(c.SegmentRateLimit))
+}
 
 // storeKind is the kind of store cfg configures.
 func (c Config) storeKind() string {
@@ -52,6 +66,6 @@ func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, repl
 	}
 	var err error
 	v.alloc, err = segment.Open(ctx, segment.Options{Store: v.store, Logger: v.log, MaxStep: cfg.SegmentMaxStep, Marks: marks, GiveBack: cfg.SegmentGiveBack,
-		RateLimit: cfg.SegmentRateLimit, RateBurst: max(cfg.SegmentRateLimit, float64(cfg.MaxRangeBatch))})
+		RateLimit: cfg.SegmentRateLimit, RateBurst: cfg.SegmentRateBurst})
 	return err
 }

@@ -316,6 +316,7 @@ func (v *vendor) metadata(build buildInfo) map[string]string {
 		"snowflake_ends":      status.SnowflakeEnds(cfg.Epoch, layout).Format(time.RFC3339),
 		"segment_store":       cfg.storeKind(),
 		vending.MetaRateLimit: strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
+		vending.MetaRateBurst: strconv.FormatFloat(cfg.segmentRateBurst(), 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,
 		// maybe another after a lost lease): the endpoints' stats carry
 		// it; a static one is here too.

@@ -315,6 +315,23 @@ func (s *Store) Tags(ctx context.Context) ([]segment.Row, error) {
 	return tags, nil
 }
 
+// Tag reads tag's row by its primary key.
+func (s *Store) Tag(ctx context.Context, tag string) (segment.Row, error) {
+	r := segment.Row{Tag: tag}
+	found := false
+	err := s.query(ctx, `SELECT strict FROM leaf_alloc WHERE biz_tag = $1`, func(rows *sql.Rows) error {
+		found = true
+		return rows.Scan(&r.Strict)
+	}, tag)
+	if err != nil {
+		return segment.Row{}, fmt.Errorf("pgstore: read tag %q: %w", tag, err)
+	}
+	if !found {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
+	}
+	return r, nil
+}
+
 // List returns every row, ordered by tag.
 func (s *Store) List(ctx context.Context) ([]segment.Row, error) {
 	var list []segment.Row
@@ -332,13 +349,13 @@ func (s *Store) List(ctx context.Context) ([]segment.Row, error) {
 }
 
 // query runs a query and calls scan for every row.
-func (s *Store) query(ctx context.Context, query string, scan func(*sql.Rows) error) error {
+func (s *Store) query(ctx context.Context, query string, scan func(*sql.Rows) error, args ...any) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, query)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}

@@ -126,6 +126,14 @@ func testAdmin(t *testing.T, newBackend NewBackend) {
 	if tags, err := s.Tags(c); err != nil || len(tags) != 1 || tags[0].Tag != "invoice" {
 		t.Fatalf("Tags after Delete = %v, %v; want [invoice]", tags, err)
 	}
+	if r, err := s.Tag(c, "invoice"); err != nil || r.Tag != "invoice" || r.Strict {
+		t.Fatalf("Tag(invoice) = %+v, %v; want the normal tag invoice", r, err)
+	}
+	for _, tag := range []string{"order", "never-added"} { // deleted, never there
+		if r, err := s.Tag(c, tag); !errors.Is(err, segment.ErrUnknownTag) {
+			t.Fatalf("Tag(%s) = %+v, %v; want ErrUnknownTag", tag, r, err)
+		}
+	}
 	create(t, s, segment.Row{Tag: "order", Step: 7}) // a deleted tag can come back
 
 	// A tag added again continues after every ID it handed out before.
@@ -554,6 +562,9 @@ func testStrictMode(t *testing.T, newBackend NewBackend) {
 	}
 	if m := mode(); m["ledger"] || !m["order"] {
 		t.Fatalf("modes after switching both: %v", m)
+	}
+	if r, err := s.Tag(c, "order"); err != nil || !r.Strict {
+		t.Fatalf("Tag(order) after making it strict = %+v, %v", r, err)
 	}
 	if err := s.SetStrict(c, "nope", true); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("SetStrict of a missing tag: %v, want ErrUnknownTag", err)
