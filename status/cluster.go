@@ -184,11 +184,8 @@ func clusterView(stats []micro.Stats) []ClusterEntry {
 		var took time.Duration
 		for _, ep := range st.Endpoints {
 			e.Errors += ep.NumErrors
-			if ep.Name != vending.EndpointWaited {
-				// Its requests are the segment endpoint's, sent on.
-				e.Requests += ep.NumRequests
-				took += ep.ProcessingTime
-			}
+			e.Requests += ep.NumRequests
+			took += ep.ProcessingTime
 			var s Status
 			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
 				e.Data = ClusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker, TagsTotal: s.Segments.TagsTotal}

@@ -176,7 +176,10 @@ func limitHeaders(err error) []micro.RespondOpt {
 	if !errors.As(err, &l) {
 		return nil
 	}
-	h := micro.Headers{MaxCountHeader: {strconv.FormatInt(l.MaxCount(), 10)}}
+	h := micro.Headers{}
+	if n := l.MaxCount(); n > 0 {
+		h[MaxCountHeader] = []string{strconv.FormatInt(n, 10)}
+	}
 	if d := l.RetryAfter(); d > 0 {
 		h[RetryAfterHeader] = []string{strconv.FormatInt(d.Milliseconds(), 10)}
 	}

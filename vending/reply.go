@@ -145,18 +145,6 @@ func (s *Service) guard(mode string, h micro.Handler) micro.Handler {
 	})
 }
 
-// guardExcept is guard that also answers the reply subject except.
-func (s *Service) guardExcept(except, mode string, h micro.Handler) micro.Handler {
-	guarded := s.guard(mode, h)
-	return micro.HandlerFunc(func(req micro.Request) {
-		if req.Reply() == except {
-			h.Handle(req)
-			return
-		}
-		guarded.Handle(req)
-	})
-}
-
 // drop counts and logs a request that gets no answer.
 func (s *Service) drop(mode, subject, reply, why string) {
 	s.obs.Dropped(mode, why)

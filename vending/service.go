@@ -1,9 +1,7 @@
 package vending
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,6 +122,12 @@ type Config struct {
 	// wait for their acks, which must not read a forged reply
 	// (RequestInbox of that connection).
 	OwnInboxes []string
+	// RequesterRateLimit bounds the IDs a second one requester (Requester)
+	// is handed by this vendor, in both modes, up to RequesterRateBurst at
+	// once (default: a second of it): beyond them a request is answered
+	// 429. 0: no bound.
+	RequesterRateLimit float64
+	RequesterRateBurst int
 	// Logger receives subscription errors and internal errors. Default:
 	// discard.
 	Logger *slog.Logger
@@ -162,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 		if err := CheckReplyPrefix(p, c.Prefix); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.RequesterRateLimit < 0 || c.RequesterRateBurst < 0 {
+		errs = append(errs, fmt.Errorf("requester rate limit %g and burst %d: want 0 (none) or more", c.RequesterRateLimit, c.RequesterRateBurst))
 	}
 	if c.MaxBatch < 1 {
 		errs = append(errs, fmt.Errorf("max batch %d must be at least 1", c.MaxBatch))
@@ -217,16 +224,12 @@ type Service struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // orders wg.Add and notes to the waited endpoint against Stop
+	mu       sync.Mutex // orders wg.Add against Stop
 	stopping bool
 
-	// waited is the subject of this instance's endpoint that counts the
-	// replies of requests that waited for the store; token proves that a
-	// note to it comes from this instance, noteReply is the inbox its
-	// answers go to (no one reads them).
-	waited, token, noteReply string
-
 	replies *Replies
+	bulk    *bulkLane   // large snowflake batches
+	reqs    *requesters // their budgets; nil without Config.RequesterRateLimit
 
 	// lostPrefix is the inbox, with lostSub its subscription, on which
 	// NATS says that a handed-off request found no leader (Handoffs).
@@ -243,7 +246,8 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes)}
+	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes),
+		bulk: newBulkLane(c.Layout.MaxSequence() + 1), reqs: newRequesters(c.RequesterRateLimit, c.RequesterRateBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
@@ -295,10 +299,6 @@ const (
 	EndpointSnowflake = "snowflake"
 	EndpointDecode    = "decode"
 	EndpointSegment   = "segment"
-	// EndpointWaited counts the replies of segment requests that waited
-	// for the store, errors included: its requests are a subset of the
-	// segment endpoint's, counted a second time.
-	EndpointWaited = "segment-waited"
 )
 
 func (s *Service) addEndpoints() error {
@@ -335,16 +335,6 @@ func (s *Service) addEndpoints() error {
 			"errors":          "404 for a tag not in the store; 429 beyond the tag's rate limit (" + MetaRateLimit + "); 503 when the store is down and the tag's buffers are empty",
 		})); err != nil {
 			return fmt.Errorf("vending: add segment endpoint: %w", err)
-		}
-		// A note's answer goes to a subject of the service's own that no one
-		// reads, which the vendor may publish to (leaf.waited.>): the one
-		// reply subject not an inbox that this endpoint answers.
-		s.waited, s.token = p+".waited."+s.svc.Info().ID, rand.Text()
-		s.noteReply = s.waited + ".counted"
-		if err := s.svc.AddEndpoint(EndpointWaited, s.guardExcept(s.noteReply, ModeSegment, micro.HandlerFunc(s.relay)), micro.WithEndpointSubject(s.waited), micro.WithEndpointMetadata(map[string]string{
-			"internal": "counts this instance's replies to the segment requests that waited for the store, so that micro counts their errors; the segment endpoint counted those requests too",
-		})); err != nil {
-			return fmt.Errorf("vending: add %s endpoint: %w", EndpointWaited, err)
 		}
 		if sg.ho != nil {
 			return s.listenLost(sg.ho)
@@ -477,8 +467,18 @@ func (h *snowflakeHandler) Handle(req micro.Request) {
 	if err == nil {
 		n, err = ParseCount(req.Data(), h.s.cfg.MaxBatch)
 	}
+	var c charge
 	if err == nil {
-		h.sf, err = h.src.NextRanges(h.sf[:0], n)
+		c, err = h.s.charge(req, n)
+	}
+	if err == nil && h.s.bulk.large(n) {
+		h.bulk(req, enc, n, c, start)
+		return
+	}
+	if err == nil {
+		if h.sf, err = h.src.NextRanges(h.sf[:0], n); err != nil {
+			c.refund()
+		}
 	}
 	if err != nil {
 		h.s.fail(req, ModeSnowflake, "", err, start)
@@ -520,6 +520,10 @@ func (h *segmentHandler) Handle(req micro.Request) {
 		}
 		n, err = ParseCount(req.Data(), limit)
 	}
+	var c charge
+	if err == nil {
+		c, err = h.s.charge(req, n)
+	}
 	if err != nil {
 		h.s.fail(req, ModeSegment, tag, err, start)
 		return
@@ -528,12 +532,13 @@ func (h *segmentHandler) Handle(req micro.Request) {
 	h.seg = rs
 	switch {
 	case err != nil:
+		c.refund()
 		h.s.fail(req, ModeSegment, tag, err, start)
 	case ok:
 		reply(h.s, req, &h.out, enc, ModeSegment, tag, h.strict(tag), rs, start)
 	case h.ho != nil && h.ho.Handoff(tag) && h.s.handoff(req, tag, enc):
 	default:
-		h.s.slowSegment(req, h.src, tag, enc, n, start)
+		h.s.later(req, func(req micro.Request) { h.s.takeSlow(req, h.src, tag, enc, n, c, start) })
 	}
 }
 
@@ -589,92 +594,10 @@ const (
 	noRespondersStatus = "503"
 )
 
-// slowSegment serves a request that waits for the store in a goroutine of
-// its own. Once Stop has begun it serves it inline instead: the connection's
-// drain waits for handlers, not for goroutines they started.
-func (s *Service) slowSegment(req micro.Request, src Segments, tag, enc string, n int, start time.Time) {
-	s.mu.Lock()
-	if s.stopping {
-		s.mu.Unlock()
-		s.takeSlow(req, src, tag, enc, n, start)
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		s.takeSlow(detached{req, s}, src, tag, enc, n, start)
-	}()
-}
-
-// detached answers a request after its handler has returned, publishing
-// on the connection itself: micro reads a request's state (its error, for
-// the stats) when the handler returns, so the request must not be written
-// to after that. For micro to count the reply all the same, errors
-// included, as /metrics does, it then tells this instance's waited
-// endpoint, which answers that note as the reply was answered (to a
-// subject no one reads).
-type detached struct {
-	micro.Request
-	s *Service
-}
-
-// tokenHeader carries Service.token on a note to the waited endpoint.
-const tokenHeader = "Leaf-Waited"
-
-func (d detached) Respond(data []byte, opts ...micro.RespondOpt) error {
-	return d.publish(&nats.Msg{Subject: d.Reply(), Data: data}, opts)
-}
-
-func (d detached) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
-	m := &nats.Msg{Subject: d.Reply(), Data: data, Header: nats.Header{}}
-	m.Header.Set(micro.ErrorHeader, description)
-	m.Header.Set(micro.ErrorCodeHeader, code)
-	return d.publish(m, opts)
-}
-
-func (d detached) publish(m *nats.Msg, opts []micro.RespondOpt) error {
-	for _, o := range opts {
-		o(m)
-	}
-	if err := d.s.nc.PublishMsg(m); err != nil {
-		return err
-	}
-	note := &nats.Msg{Subject: d.s.waited, Reply: d.s.noteReply, Header: nats.Header{}}
-	note.Header.Set(tokenHeader, d.s.token)
-	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-		note.Header.Set(micro.ErrorCodeHeader, code)
-		note.Header.Set(micro.ErrorHeader, m.Header.Get(micro.ErrorHeader))
-	}
-	// Under the lock, a note is published before Stop drains the waited
-	// endpoint, so the drain delivers it; after, it is left out.
-	d.s.mu.Lock()
-	defer d.s.mu.Unlock()
-	if d.s.stopping {
-		return nil
-	}
-	return d.s.nc.PublishMsg(note)
-}
-
-// relay serves the waited endpoint: it answers a note of this instance as
-// the reply it notes was answered, so that micro counts it.
-func (s *Service) relay(req micro.Request) {
-	h := req.Headers()
-	if h.Get(tokenHeader) != s.token {
-		msg := "this subject counts a vendor's own replies: ask for IDs on " + s.cfg.Prefix + ".segment.<tag>"
-		req.Error(strconv.Itoa(CodeBadRequest), msg, []byte(msg))
-		return
-	}
-	if code := h.Get(micro.ErrorCodeHeader); code != "" {
-		req.Error(code, cmp.Or(h.Get(micro.ErrorHeader), code), nil)
-		return
-	}
-	req.Respond(nil)
-}
-
-func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n int, start time.Time) {
+func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n int, c charge, start time.Time) {
 	rs, err := src.TakeRanges(s.ctx, tag, nil, int64(n))
 	if err != nil {
+		c.refund()
 		s.fail(req, ModeSegment, tag, err, start)
 		return
 	}

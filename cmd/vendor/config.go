@@ -46,6 +46,9 @@ type Config struct {
 	SegmentRateLimit float64 `envconfig:"SEGMENT_RATE_LIMIT" default:"1e9" desc:"most IDs a second one vendor hands out of one segment tag (0: no limit); beyond it requests get 429, so no requester can use a tag's ID space up"`
 	SegmentRateBurst float64 `envconfig:"SEGMENT_RATE_BURST" default:"0" desc:"most IDs of one segment tag one vendor hands out at once within LEAF_SEGMENT_RATE_LIMIT (0: one second of the limit); a larger request gets 429 saying so"`
 
+	RequesterRateLimit float64 `envconfig:"REQUESTER_RATE_LIMIT" default:"0" desc:"most IDs a second one vendor hands one requester, both modes (0: no limit); a requester is the account/user NATS names in Nats-Request-Info (service imports with share: true), else the reply inbox"`
+	RequesterRateBurst int     `envconfig:"REQUESTER_RATE_BURST" default:"0" desc:"most IDs one requester is handed at once within LEAF_REQUESTER_RATE_LIMIT (0: one second of the limit)"`
+
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"leaf" desc:"subject prefix: <prefix>.snowflake, <prefix>.segment.<tag>"`
 	QueueGroup    string `envconfig:"QUEUE_GROUP" default:"leaf" desc:"queue group the workers share"`
 	MaxBatch      int    `envconfig:"MAX_BATCH" default:"10000" desc:"largest count one request may ask for (text and binary replies; snowflake in any encoding)"`
@@ -130,6 +133,9 @@ func (c Config) validate() error {
 	bad(c.MaxRangeBatch < c.MaxBatch || c.MaxRangeBatch > 1<<40, "LEAF_MAX_RANGE_BATCH %d: want LEAF_MAX_BATCH (%d) to 2^40", c.MaxRangeBatch, c.MaxBatch)
 	bad(c.SegmentRateLimit < 0 || c.SegmentRateLimit > 1e15, "LEAF_SEGMENT_RATE_LIMIT %g: want 0 (no limit) to 1e15 IDs a second", c.SegmentRateLimit)
 	bad(c.SegmentRateBurst < 0 || c.SegmentRateBurst > 1e15, "LEAF_SEGMENT_RATE_BURST %g: want 0 (one second of LEAF_SEGMENT_RATE_LIMIT) to 1e15 IDs", c.SegmentRateBurst)
+	bad(c.RequesterRateLimit < 0 || c.RequesterRateLimit > 1e15, "LEAF_REQUESTER_RATE_LIMIT %g: want 0 (no limit) to 1e15 IDs a second", c.RequesterRateLimit)
+	bad(c.RequesterRateBurst < 0 || c.RequesterRateBurst > 0 && c.RequesterRateLimit == 0,
+		"LEAF_REQUESTER_RATE_BURST %d: want 0 (one second of LEAF_REQUESTER_RATE_LIMIT) or more, with LEAF_REQUESTER_RATE_LIMIT set", c.RequesterRateBurst)
 	bad(c.SegmentRateBurst > 0 && c.SegmentRateLimit == 0, "LEAF_SEGMENT_RATE_BURST %g without LEAF_SEGMENT_RATE_LIMIT: a burst bounds nothing without a rate; set both, or neither", c.SegmentRateBurst)
 	bad(c.SegmentMaxStep < 1, "LEAF_SEGMENT_MAX_STEP %d: want at least 1", c.SegmentMaxStep)
 	bad(c.KVReplicas < 1 || c.KVReplicas > 5, "LEAF_KV_REPLICAS %d: want 1..5", c.KVReplicas)

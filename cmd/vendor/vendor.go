@@ -286,6 +286,9 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		ReplyPrefixes: cfg.replyPrefixes(),
 		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
 		Logger:        v.log,
+
+		RequesterRateLimit: cfg.RequesterRateLimit,
+		RequesterRateBurst: cfg.RequesterRateBurst,
 	})
 	if err != nil || v.http == nil {
 		return err
@@ -308,15 +311,16 @@ func (v *vendor) metadata(build buildInfo) map[string]string {
 	cfg := v.cfg
 	layout, _ := cfg.layout() // checked by validate
 	return map[string]string{
-		"instance":            instanceName(),
-		"revision":            build.Revision,
-		"go_version":          build.GoVersion,
-		"worker_ids":          cfg.workerIDs(),
-		"epoch":               strconv.FormatInt(cfg.Epoch, 10),
-		"snowflake_ends":      status.SnowflakeEnds(cfg.Epoch, layout).Format(time.RFC3339),
-		"segment_store":       cfg.storeKind(),
-		vending.MetaRateLimit: strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
-		vending.MetaRateBurst: strconv.FormatFloat(cfg.segmentRateBurst(), 'g', -1, 64),
+		"instance":             instanceName(),
+		"revision":             build.Revision,
+		"go_version":           build.GoVersion,
+		"worker_ids":           cfg.workerIDs(),
+		"epoch":                strconv.FormatInt(cfg.Epoch, 10),
+		"snowflake_ends":       status.SnowflakeEnds(cfg.Epoch, layout).Format(time.RFC3339),
+		"segment_store":        cfg.storeKind(),
+		vending.MetaRateLimit:  strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
+		vending.MetaRateBurst:  strconv.FormatFloat(cfg.segmentRateBurst(), 'g', -1, 64),
+		"requester_rate_limit": strconv.FormatFloat(cfg.RequesterRateLimit, 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,
 		// maybe another after a lost lease): the endpoints' stats carry
 		// it; a static one is here too.
