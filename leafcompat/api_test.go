@@ -38,6 +38,9 @@ func (b *blockingSource) NextRanges(dst []ids.Range, n int) ([]ids.Range, error)
 
 type noSegments struct{}
 
+func (noSegments) IsStrict(string) bool                 { return false }
+func (noSegments) HandOff(string, vending.Handing) bool { return false }
+
 func (noSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	return dst, false, segment.ErrUnknownTag
 }

@@ -182,17 +182,27 @@ func clusterView(stats []micro.Stats) []ClusterEntry {
 	for _, st := range stats {
 		e := ClusterEntry{ID: st.ID}
 		var took time.Duration
+		var sum *serviceSummary
 		for _, ep := range st.Endpoints {
 			e.Errors += ep.NumErrors
 			e.Requests += ep.NumRequests
 			took += ep.ProcessingTime
-			var s Status
+			var s struct {
+				Status
+				Service *serviceSummary `json:"service"`
+			}
 			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
 				e.Data = ClusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker, TagsTotal: s.Segments.TagsTotal}
 				for _, t := range s.Segments.Tags {
 					e.Data.Tags = append(e.Data.Tags, t.Tag)
 				}
+				sum = s.Service
 			}
+		}
+		if sum != nil && sum.Answered > 0 {
+			// The vendor's own counts: micro's miss the errors of requests
+			// answered after they waited.
+			e.Requests, e.Errors = int(sum.Answered), int(sum.Errors)
 		}
 		if e.Requests > 0 {
 			e.AverageNs = int64(took) / int64(e.Requests)

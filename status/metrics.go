@@ -185,6 +185,25 @@ func (m *Metrics) counts() []requestCount {
 	return out
 }
 
+// totals returns how many requests were answered in all, and how many of
+// them with an error (requests dropped unanswered are neither), decode
+// requests included.
+func (m *Metrics) totals() (requests, errors int64) {
+	if m == nil {
+		return 0, 0
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for k, c := range m.children {
+		n := c.totals.requests.Load()
+		requests += n
+		if k.code != vending.CodeOK {
+			errors += n
+		}
+	}
+	return requests, errors
+}
+
 // stateCollector reads the vendor's state at scrape time: segment buffers,
 // store, clock and worker-ID lease. Nothing on the hot path pays for it.
 type stateCollector struct {

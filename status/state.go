@@ -363,6 +363,12 @@ type serviceSummary struct {
 	Ready    bool   `json:"ready"`
 	NotReady string `json:"not_ready,omitempty"`
 	WorkerID int    `json:"worker_id"` // -1: none held
+	// Answered and Errors count the requests answered since the vendor
+	// started, as /metrics does: micro's own counts miss the errors of
+	// requests answered after they waited (for the store, or the clock),
+	// since micro counts a request when its handler returns.
+	Answered int64 `json:"answered"`
+	Errors   int64 `json:"errors"`
 }
 
 // StatsTags and PageTags are how many tags micro stats and /status.json
@@ -409,6 +415,7 @@ func (v *State) EndpointStats(version string) func(endpoint string) any {
 	return func(endpoint string) any {
 		s := v.statsSnapshot()
 		sum := serviceSummary{Instance: s.Instance, Version: version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
+		sum.Answered, sum.Errors = v.src.Requests.totals()
 		if s.Worker.Held {
 			sum.WorkerID = s.Worker.ID
 		}

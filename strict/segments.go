@@ -7,6 +7,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // Segments serves every segment tag of a vendor past a gate: a normal tag
@@ -16,12 +17,14 @@ import (
 type Segments struct {
 	alloc   *segment.Allocator
 	leaders *Leaders
-	gate    func() error
+	gate    Gate
 }
 
+var _ vending.Segments = (*Segments)(nil)
+
 // NewSegments serves alloc's tags, the strict ones through leaders, past
-// gate (nil: pass; else why not, such as the cluster's segment gate).
-func NewSegments(alloc *segment.Allocator, leaders *Leaders, gate func() error) *Segments {
+// gate (such as the cluster's segment gate).
+func NewSegments(alloc *segment.Allocator, leaders *Leaders, gate Gate) *Segments {
 	return &Segments{alloc: alloc, leaders: leaders, gate: gate}
 }
 
@@ -29,7 +32,7 @@ func NewSegments(alloc *segment.Allocator, leaders *Leaders, gate func() error) 
 // refuses a strict tag to normal takes (segment.ErrStrict): then only the
 // tag's leader serves it from memory.
 func (s *Segments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
-	if err := s.gate(); err != nil {
+	if err := s.gate.SegmentsErr(); err != nil {
 		return dst, false, err
 	}
 	rs, ok, err := s.alloc.TryTakeRanges(tag, dst, n)
@@ -46,7 +49,7 @@ func (s *Segments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Ra
 // TakeRanges serves waiting for the store, past the gate; a strict tag's
 // requests wait for its leader, or take the lead.
 func (s *Segments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
-	if err := s.gate(); err != nil {
+	if err := s.gate.SegmentsErr(); err != nil {
 		return dst, err
 	}
 	for range 2 { // a tag whose mode changes under the call is asked for again
@@ -61,17 +64,12 @@ func (s *Segments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, 
 	return dst, fmt.Errorf("%w: tag %q: its mode is being changed; ask again", segment.ErrUnavailable, tag)
 }
 
-// Handoff reports whether the service should hand a request of tag to its
-// leader on another vendor, which answers the client directly
-// (vending.Handoffs): tag is strict, this vendor may serve segments, and
-// the leader answered it lately (Leaders.Handoff).
-func (s *Segments) Handoff(tag string) bool {
-	return s.alloc.IsStrict(tag) && s.gate() == nil && s.leaders.Handoff(tag)
+// HandOff hands a request of tag to its leader on another vendor, which
+// answers the client directly: when tag is strict, this vendor may serve
+// segments, and the leader answered it lately (Leaders.Handoff).
+func (s *Segments) HandOff(tag string, r vending.Handing) bool {
+	return s.alloc.IsStrict(tag) && s.gate.SegmentsErr() == nil && s.leaders.Handoff(tag) && s.leaders.cfg.Transport.HandOff(tag, r)
 }
-
-// HandoffLost is told that a handed-off request found no leader
-// (Leaders.ForgetAll).
-func (s *Segments) HandoffLost() { s.leaders.ForgetAll() }
 
 // IsStrict tells the service which replies to mark strict.
 func (s *Segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }

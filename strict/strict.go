@@ -49,6 +49,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 var (
@@ -85,24 +86,48 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
-// Config configures Leaders. Source, Lead and Forward are required.
-type Config struct {
-	Source Source
-	// Lead takes the lease of tag: ErrLedElsewhere when another vendor
-	// holds it. notBefore is when the new leader may serve at the earliest
-	// (see kv.Lead.NotBefore).
-	Lead func(ctx context.Context, tag string) (l Lease, notBefore time.Time, err error)
+// Leases takes tags' leases (kv.Leaders).
+type Leases interface {
+	// Take takes the lease of tag: ErrLedElsewhere when another vendor
+	// holds it. notBefore is when the new leader may serve at the
+	// earliest (see kv.Lead.NotBefore).
+	Take(ctx context.Context, tag string) (l Lease, notBefore time.Time, err error)
+}
+
+// Transport carries strict tags' requests between vendors: Forwarder, over
+// NATS.
+type Transport interface {
 	// Forward asks the tag's leader for n IDs: ErrNoLeader when none
 	// answered. handoff reports that the leader takes handed-off requests
 	// too (it may answer the clients directly; see Handoff).
-	Forward func(ctx context.Context, tag string, dst []ids.Range, n int64) (rs []ids.Range, handoff bool, err error)
-	// Listen makes this vendor reachable as tag's leader (a subscription
-	// on which Forward's requests arrive, to be answered from ls with
-	// TryTake and Serve); stop undoes it. Optional.
-	Listen func(tag string, ls *Leaders) (stop func(), err error)
-	// Fence, when set, moves whenever a lease must be renewed before the
-	// next ID (the reconnects of the NATS connection requests arrive on).
-	Fence func() uint64
+	Forward(ctx context.Context, tag string, dst []ids.Range, n int64) (rs []ids.Range, handoff bool, err error)
+	// Listen makes this vendor reachable as tag's leader (requests that
+	// arrive are answered from ls with TryTake and Serve); stop undoes
+	// it and says so to the other vendors.
+	Listen(tag string, ls *Leaders) (stop func(), err error)
+	// Follow makes ls hear what the other vendors say of leaders: one
+	// that stepped down (Forget), a handed-off request that found none
+	// (ForgetAll). Open calls it, before ls serves.
+	Follow(ls *Leaders) error
+	// HandOff hands a request of tag to its leader, which answers the
+	// client: false when it could not.
+	HandOff(tag string, r vending.Handing) bool
+}
+
+// Fence is a counter that moves whenever a lease must be renewed before the
+// next ID: the reconnects of the NATS connection requests arrive on, to a
+// server that may have lost every lease.
+type Fence interface {
+	Fence() uint64
+}
+
+// Config configures Leaders. Source, Leases and Transport are required.
+type Config struct {
+	Source    Source
+	Leases    Leases
+	Transport Transport
+	// Fence, when set, moves whenever a lease must be renewed first.
+	Fence Fence
 	// HandoffFor is how long after the tag's leader last answered a
 	// Forward this vendor hands the tag's requests to it (Handoff) instead
 	// of forwarding them: the leader answers the client directly, and a
@@ -139,11 +164,11 @@ func Open(cfg Config) (*Leaders, error) {
 	if cfg.Source == nil {
 		errs = append(errs, errors.New("Source is nil"))
 	}
-	if cfg.Lead == nil {
-		errs = append(errs, errors.New("Lead is nil"))
+	if cfg.Leases == nil {
+		errs = append(errs, errors.New("Leases is nil"))
 	}
-	if cfg.Forward == nil {
-		errs = append(errs, errors.New("Forward is nil"))
+	if cfg.Transport == nil {
+		errs = append(errs, errors.New("Transport is nil"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("strict: %w", err)
@@ -157,8 +182,12 @@ func Open(cfg Config) (*Leaders, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{},
-		taking: map[string]chan struct{}{}, answered: map[string]time.Time{}}, nil
+	ls := &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{},
+		taking: map[string]chan struct{}{}, answered: map[string]time.Time{}}
+	if err := cfg.Transport.Follow(ls); err != nil {
+		return nil, fmt.Errorf("strict: %w", err)
+	}
+	return ls, nil
 }
 
 // lead is this vendor's leadership of one tag.
@@ -191,7 +220,7 @@ func (ls *Leaders) serveErr(l *lead) error {
 	case !now.Before(l.deadline):
 		ls.askRenew(l)
 		return fmt.Errorf("%w: tag %q: the lead's renewal is overdue; renewing", segment.ErrUnavailable, l.tag)
-	case ls.cfg.Fence != nil && ls.cfg.Fence() != l.fencedAt:
+	case ls.cfg.Fence != nil && ls.cfg.Fence.Fence() != l.fencedAt:
 		ls.askRenew(l)
 		return fmt.Errorf("%w: tag %q: reconnected to NATS; renewing the lead there before serving again", segment.ErrUnavailable, l.tag)
 	}
@@ -236,7 +265,7 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 	if l := ls.leading(tag); l != nil {
 		return ls.serve(ctx, l, dst, n)
 	}
-	rs, handoff, err := ls.cfg.Forward(ctx, tag, dst, n)
+	rs, handoff, err := ls.cfg.Transport.Forward(ctx, tag, dst, n)
 	ls.noteAnswer(tag, handoff && err == nil)
 	if !errors.Is(err, ErrNoLeader) {
 		return rs, err
@@ -268,7 +297,7 @@ func (ls *Leaders) noteAnswer(tag string, ok bool) {
 }
 
 // Handoff reports whether this vendor should hand a request of tag to its
-// leader, to be answered by it directly (vending.Forwarder): another
+// leader, to be answered by it directly (Transport.HandOff): another
 // vendor leads the tag and answered one of this vendor's forwards within
 // Config.HandoffFor. Otherwise the request goes through Take, which
 // forwards it and waits for the answer (so that a missing leader is
@@ -381,7 +410,7 @@ func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 // newLead is takeLead's work: the lease, the buffer restart, the listening
 // and the renewals.
 func (ls *Leaders) newLead(ctx context.Context, tag string) (*lead, error) {
-	lease, notBefore, err := ls.cfg.Lead(ctx, tag)
+	lease, notBefore, err := ls.cfg.Leases.Take(ctx, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -395,11 +424,9 @@ func (ls *Leaders) newLead(ctx context.Context, tag string) (*lead, error) {
 	// taken, above every ID an earlier leader served.
 	ls.cfg.Source.Restart(tag)
 	l := &lead{tag: tag, lease: lease, notBefore: notBefore, deadline: deadline, fencedAt: fence, renewNow: make(chan struct{}, 1)}
-	if ls.cfg.Listen != nil {
-		if l.stop, err = ls.cfg.Listen(tag, ls); err != nil {
-			lease.Release(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("%w: tag %q: listen for forwarded requests: %w", segment.ErrUnavailable, tag, err)
-		}
+	if l.stop, err = ls.cfg.Transport.Listen(tag, ls); err != nil {
+		lease.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: tag %q: listen for forwarded requests: %w", segment.ErrUnavailable, tag, err)
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
@@ -433,7 +460,7 @@ func (ls *Leaders) fence() uint64 {
 	if ls.cfg.Fence == nil {
 		return 0
 	}
-	return ls.cfg.Fence()
+	return ls.cfg.Fence.Fence()
 }
 
 // renewLoop renews l three times per hold, and at once when serveErr asks,

@@ -15,6 +15,7 @@ import (
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // memStore is a segment store in memory with one strict tag, "ledger".
@@ -120,7 +121,7 @@ type vendor struct {
 	c        *cluster
 	ls       *strict.Leaders
 	failing  atomic.Bool // its lease renewals fail
-	fence    atomic.Uint64
+	fence    counter
 	handoffs atomic.Int64 // requests handed to the leader
 }
 
@@ -139,50 +140,81 @@ func (c *cluster) newVendor(name string) *vendor {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { alloc.Close(context.Background()) })
-	v.ls, err = strict.Open(strict.Config{
-		Source: alloc,
-		Lead: func(_ context.Context, tag string) (strict.Lease, time.Time, error) {
-			c.kv.mu.Lock()
-			defer c.kv.mu.Unlock()
-			if h := c.kv.holder[tag]; h != "" && time.Now().Before(c.kv.expiry[tag]) {
-				return nil, time.Time{}, fmt.Errorf("%w: %s", strict.ErrLedElsewhere, h)
-			}
-			c.kv.holder[tag], c.kv.expiry[tag] = name, time.Now().Add(c.kv.ttl)
-			return &fakeLease{kv: c.kv, tag: tag, me: name, failing: &v.failing}, time.Time{}, nil
-		},
-		Forward: func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
-			c.mu.Lock()
-			leader := c.listening[tag]
-			c.mu.Unlock()
-			if leader == nil || leader == v {
-				return dst, false, strict.ErrNoLeader
-			}
-			rs, err := leader.ls.Serve(ctx, tag, dst, n)
-			if errors.Is(err, strict.ErrNotLeader) {
-				err = fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
-			}
-			return rs, true, err
-		},
-		Listen: func(tag string, _ *strict.Leaders) (func(), error) {
-			c.mu.Lock()
-			c.listening[tag] = v
-			c.mu.Unlock()
-			return func() {
-				c.mu.Lock()
-				if c.listening[tag] == v {
-					delete(c.listening, tag)
-				}
-				c.mu.Unlock()
-			}, nil
-		},
-		Fence: v.fence.Load,
-	})
+	v.ls, err = strict.Open(strict.Config{Source: alloc, Leases: v, Transport: v, Fence: &v.fence})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { v.ls.Close(context.Background()) })
 	return v
 }
+
+// Take is the vendor's lease bucket (strict.Leases).
+func (v *vendor) Take(_ context.Context, tag string) (strict.Lease, time.Time, error) {
+	c := v.c
+	c.kv.mu.Lock()
+	defer c.kv.mu.Unlock()
+	if h := c.kv.holder[tag]; h != "" && time.Now().Before(c.kv.expiry[tag]) {
+		return nil, time.Time{}, fmt.Errorf("%w: %s", strict.ErrLedElsewhere, h)
+	}
+	c.kv.holder[tag], c.kv.expiry[tag] = v.name, time.Now().Add(c.kv.ttl)
+	return &fakeLease{kv: c.kv, tag: tag, me: v.name, failing: &v.failing}, time.Time{}, nil
+}
+
+// Forward, Listen, Follow and HandOff are the vendor's "NATS"
+// (strict.Transport): a forward reaches the listening leader's Serve.
+func (v *vendor) Forward(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
+	c := v.c
+	c.mu.Lock()
+	leader := c.listening[tag]
+	c.mu.Unlock()
+	if leader == nil || leader == v {
+		return dst, false, strict.ErrNoLeader
+	}
+	rs, err := leader.ls.Serve(ctx, tag, dst, n)
+	if errors.Is(err, strict.ErrNotLeader) {
+		err = fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+	}
+	return rs, true, err
+}
+
+func (v *vendor) Listen(tag string, _ *strict.Leaders) (func(), error) {
+	c := v.c
+	c.mu.Lock()
+	c.listening[tag] = v
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.listening[tag] == v {
+			delete(c.listening, tag)
+		}
+		c.mu.Unlock()
+	}, nil
+}
+
+func (v *vendor) Follow(*strict.Leaders) error         { return nil }
+func (v *vendor) HandOff(string, vending.Handing) bool { return false }
+
+// counter is a strict.Fence that tests move.
+type counter struct{ atomic.Uint64 }
+
+func (c *counter) Fence() uint64 { return c.Load() }
+
+// leaseFunc and forwardFunc make a function a strict.Leases, a
+// strict.Transport that forwards only.
+type leaseFunc func(ctx context.Context, tag string) (strict.Lease, time.Time, error)
+
+func (f leaseFunc) Take(ctx context.Context, tag string) (strict.Lease, time.Time, error) {
+	return f(ctx, tag)
+}
+
+type forwardFunc func(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error)
+
+func (f forwardFunc) Forward(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
+	return f(ctx, tag, dst, n)
+}
+func (forwardFunc) Listen(string, *strict.Leaders) (func(), error) { return func() {}, nil }
+func (forwardFunc) Follow(*strict.Leaders) error                   { return nil }
+func (forwardFunc) HandOff(string, vending.Handing) bool           { return false }
 
 // take asks v for n IDs of ledger the way the vendor's handler does,
 // handing the request to the leader when Handoff says so (which then
@@ -513,18 +545,18 @@ func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
 	ledElsewhere := false
 	ls, err := strict.Open(strict.Config{
 		Source: &nopSource{},
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+		Leases: leaseFunc(func(context.Context, string) (strict.Lease, time.Time, error) {
 			if ledElsewhere {
 				return nil, time.Time{}, strict.ErrLedElsewhere
 			}
 			return nopLease{clock}, time.Time{}, nil
-		},
-		Forward: func(_ context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
+		}),
+		Transport: forwardFunc(func(_ context.Context, _ string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 			if answer != nil {
 				return dst, false, answer
 			}
 			return append(dst, ids.Range{First: 1, Count: n}), takesHandoffs, nil
-		},
+		}),
 		Now:        clock,
 		HandoffFor: 100 * time.Millisecond,
 	})
@@ -593,16 +625,16 @@ func TestConcurrentFirstRequestsShareOneLead(t *testing.T) {
 	release := make(chan struct{})
 	ls, err := strict.Open(strict.Config{
 		Source: &nopSource{},
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+		Leases: leaseFunc(func(context.Context, string) (strict.Lease, time.Time, error) {
 			if leads.Add(1) > 1 {
 				return nil, time.Time{}, strict.ErrLedElsewhere // as the lease bucket would say
 			}
 			<-release
 			return nopLease{time.Now}, time.Time{}, nil
-		},
-		Forward: func(_ context.Context, _ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
+		}),
+		Transport: forwardFunc(func(_ context.Context, _ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
 			return dst, false, strict.ErrNoLeader
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/vendtest"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -118,7 +119,7 @@ func TestLargeBatchIsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close(context.Background())
-	msg := request(t, natstest.Conn(t, s), "leaf.snowflake", strconv.Itoa(5000))
+	msg := vendtest.Request(t, natstest.Conn(t, s), "leaf.snowflake", strconv.Itoa(5000))
 	got, err := vending.DecodeText(nil, msg.Data)
 	if err != nil || len(got) != 5000 {
 		t.Fatalf("5000 js53 IDs: %d, %v (%s)", len(got), err, msg.Header.Get(micro.ErrorHeader))

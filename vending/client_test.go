@@ -25,9 +25,17 @@ import (
 // counterSegments vends 1, 2, 3, ... per tag; tags it does not hold are
 // unknown (404).
 type counterSegments struct {
+	normalTags
 	mu   sync.Mutex
 	next map[string]int64
 }
+
+// normalTags makes a test's Segments serve normal tags only: none is
+// strict, none is handed off.
+type normalTags struct{}
+
+func (normalTags) IsStrict(string) bool                 { return false }
+func (normalTags) HandOff(string, vending.Handing) bool { return false }
 
 var _ vending.Segments = (*counterSegments)(nil)
 

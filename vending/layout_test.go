@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/vendtest"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -30,7 +31,7 @@ func TestJS53DecodeAndMetadata(t *testing.T) {
 	nc := natstest.Conn(t, s)
 
 	var info micro.Info
-	if err := json.Unmarshal(request(t, nc, "$SRV.INFO.leaf", "").Data, &info); err != nil {
+	if err := json.Unmarshal(vendtest.Request(t, nc, "$SRV.INFO.leaf", "").Data, &info); err != nil {
 		t.Fatal(err)
 	}
 	if info.Metadata[vending.MetaLayout] != "js53" || info.Metadata[vending.MetaLayoutBits] != "11+41+4+8" {
@@ -62,7 +63,7 @@ func TestJS53DecodeAndMetadata(t *testing.T) {
 	if _, err := c.Decode(context.Background(), big); !errors.Is(err, vending.ErrBadRequest) {
 		t.Fatalf("Decode(%d) on a js53 vendor: %v, want a 400", big, err)
 	}
-	msg := request(t, nc, "leaf.snowflake.decode", strconv.FormatInt(big, 10))
+	msg := vendtest.Request(t, nc, "leaf.snowflake.decode", strconv.FormatInt(big, 10))
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" {
 		t.Fatalf("decode %d: code %q, want 400", big, code)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/vendtest"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -27,7 +28,7 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	segs := newCounterSegments("order")
-	rec := &recorder{}
+	rec := &vendtest.Recorder{}
 	data := natstest.Conn(t, s) // a vendor's connection for JetStream
 	svc, err := vending.Open(nc, vending.Config{Snowflake: g, Segments: segs, Observer: rec,
 		ReplyPrefixes: append(slices.Clone(vending.DefaultReplyPrefixes), "_INBOX_orders."),
@@ -78,11 +79,11 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 	}
 	client.Flush()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(rec.dropped()) < sent && time.Now().Before(deadline) {
+	for len(rec.Drops()) < sent && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := len(rec.dropped()); got != sent {
-		t.Fatalf("%d requests dropped, want %d: %q", got, sent, rec.dropped())
+	if got := len(rec.Drops()); got != sent {
+		t.Fatalf("%d requests dropped, want %d: %q", got, sent, rec.Drops())
 	}
 	// Every message the spy saw is a request the client sent: the vendor
 	// published nothing.
@@ -98,7 +99,7 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 	if g.Last() != 0 {
 		t.Errorf("snowflake IDs were made for dropped requests (last ms %d)", g.Last())
 	}
-	if codes, _ := rec.seen(0); len(codes) != 0 {
+	if codes, _ := rec.Seen(0); len(codes) != 0 {
 		t.Errorf("dropped requests were answered with codes %v", codes)
 	}
 	// Inboxes are answered: the default one, and a custom prefix.
@@ -118,7 +119,7 @@ func TestRepliesGoOnlyToInboxes(t *testing.T) {
 
 func requestIDs(t *testing.T, nc *nats.Conn, subject, body string) []int64 {
 	t.Helper()
-	msg := request(t, nc, subject, body)
+	msg := vendtest.Request(t, nc, subject, body)
 	ids, err := vending.DecodeText(nil, msg.Data)
 	if err != nil {
 		t.Fatalf("%s: %v (%v %q)", subject, err, msg.Header, msg.Data)

@@ -3,7 +3,6 @@ package vending_test
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/vendtest"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -101,21 +101,12 @@ func TestThreeVendorsShareTheLoad(t *testing.T) {
 	t.Logf("%d unique IDs from worker IDs %v", len(seen), workers)
 }
 
-func request(t *testing.T, nc *nats.Conn, subject, body string) *nats.Msg {
-	t.Helper()
-	msg, err := nc.Request(subject, []byte(body), 5*time.Second)
-	if err != nil {
-		t.Fatalf("request %s %q: %v", subject, body, err)
-	}
-	return msg
-}
-
 func TestRepliesAndErrors(t *testing.T) {
 	s := natstest.Server(t)
 	g := startVendor(t, s, 1)
 	nc := natstest.Conn(t, s)
 
-	msg := request(t, nc, "leaf.snowflake", "5")
+	msg := vendtest.Request(t, nc, "leaf.snowflake", "5")
 	ids, err := vending.DecodeText(nil, msg.Data)
 	if err != nil || len(ids) != 5 {
 		t.Fatalf("5 IDs: %q, %v", msg.Data, err)
@@ -127,7 +118,7 @@ func TestRepliesAndErrors(t *testing.T) {
 	}
 
 	for _, body := range []string{"abc", "0", "-1", "10001", "1e3", "5\x00"} {
-		msg := request(t, nc, "leaf.snowflake", body)
+		msg := vendtest.Request(t, nc, "leaf.snowflake", body)
 		desc := msg.Header.Get(micro.ErrorHeader)
 		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || string(msg.Data) != desc {
 			t.Fatalf("body %q: code %q, data %q; want 400 and the error sentence as the body", body, code, msg.Data)
@@ -141,7 +132,7 @@ func TestRepliesAndErrors(t *testing.T) {
 		}
 	}
 
-	msg = request(t, nc, "leaf.snowflake.decode", strconv.FormatInt(ids[0], 10))
+	msg = vendtest.Request(t, nc, "leaf.snowflake.decode", strconv.FormatInt(ids[0], 10))
 	var d vending.Decoded
 	if err := json.Unmarshal(msg.Data, &d); err != nil {
 		t.Fatalf("decode reply %q: %v", msg.Data, err)
@@ -150,31 +141,20 @@ func TestRepliesAndErrors(t *testing.T) {
 		t.Fatalf("decoded %+v", d)
 	}
 	for _, body := range []string{"", "0", "-3", "x"} {
-		if code := request(t, nc, "leaf.snowflake.decode", body).Header.Get(micro.ErrorCodeHeader); code != "400" {
+		if code := vendtest.Request(t, nc, "leaf.snowflake.decode", body).Header.Get(micro.ErrorCodeHeader); code != "400" {
 			t.Fatalf("decode %q: code %q, want 400", body, code)
 		}
 	}
 
 	// A lost lease: 503, never an ID.
 	g.Revoke()
-	msg = request(t, nc, "leaf.snowflake", "")
+	msg = vendtest.Request(t, nc, "leaf.snowflake", "")
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || string(msg.Data) != msg.Header.Get(micro.ErrorHeader) {
 		t.Fatalf("revoked: code %q data %q, want 503 with the sentence as the body", code, msg.Data)
 	}
 }
 
 // requestEnc sends body to subject asking for encoding enc.
-func requestEnc(t *testing.T, nc *nats.Conn, subject, enc, body string) *nats.Msg {
-	t.Helper()
-	req := nats.NewMsg(subject)
-	req.Header.Set(vending.EncodingHeader, enc)
-	req.Data = []byte(body)
-	msg, err := nc.RequestMsg(req, 5*time.Second)
-	if err != nil {
-		t.Fatalf("request %s %q in %s: %v", subject, body, enc, err)
-	}
-	return msg
-}
 
 func TestEncodings(t *testing.T) {
 	s := natstest.Server(t)
@@ -182,14 +162,14 @@ func TestEncodings(t *testing.T) {
 	startSegmentVendor(t, s, "order")
 	nc := natstest.Conn(t, s)
 
-	msg := requestEnc(t, nc, "leaf.snowflake", vending.EncodingBinary, "1000")
+	msg := vendtest.RequestEnc(t, nc, "leaf.snowflake", vending.EncodingBinary, "1000")
 	got, err := vending.DecodeBinary(nil, msg.Data)
 	if err != nil || len(got) != 1000 || msg.Header.Get(vending.EncodingHeader) != "" {
 		t.Fatalf("binary reply: %d IDs, %v, headers %v", len(got), err, msg.Header)
 	}
 
 	// Ranges: a snowflake batch is one run per millisecond, and says so.
-	msg = requestEnc(t, nc, "leaf.snowflake", vending.EncodingRanges, "10000")
+	msg = vendtest.RequestEnc(t, nc, "leaf.snowflake", vending.EncodingRanges, "10000")
 	rs, err := vending.DecodeRanges(nil, msg.Data)
 	if err != nil || ids.Count(rs) != 10000 || msg.Header.Get(vending.EncodingHeader) != vending.EncodingRanges {
 		t.Fatalf("snowflake ranges reply: %v, %v, headers %v", rs, err, msg.Header)
@@ -200,7 +180,7 @@ func TestEncodings(t *testing.T) {
 
 	// A segment batch above the max batch is allowed in ranges, and costs
 	// 16 bytes; text or binary are bound by the max batch.
-	msg = requestEnc(t, nc, "leaf.segment.order", vending.EncodingRanges, "1000000000")
+	msg = vendtest.RequestEnc(t, nc, "leaf.segment.order", vending.EncodingRanges, "1000000000")
 	rs, err = vending.DecodeRanges(nil, msg.Data)
 	if err != nil || len(rs) != 1 || rs[0] != (ids.Range{First: 1, Count: 1e9}) {
 		t.Fatalf("segment ranges reply %v, %v", rs, err)
@@ -213,17 +193,17 @@ func TestEncodings(t *testing.T) {
 		{"leaf.snowflake", "protobuf", "1"},
 		{"leaf.segment.order", "Ranges", "1"},
 	} {
-		msg := requestEnc(t, nc, tc.subject, tc.enc, tc.body)
+		msg := vendtest.RequestEnc(t, nc, tc.subject, tc.enc, tc.body)
 		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" {
 			t.Fatalf("%s %s %s: code %q, want 400", tc.subject, tc.enc, tc.body, code)
 		}
 	}
 	// Refused requests took nothing: the next ID follows the billion.
-	msg = requestEnc(t, nc, "leaf.segment.order", vending.EncodingText, "")
+	msg = vendtest.RequestEnc(t, nc, "leaf.segment.order", vending.EncodingText, "")
 	if string(msg.Data) != "1000000001" {
 		t.Fatalf("after refused requests: %q, want 1000000001", msg.Data)
 	}
-	if e := requestEnc(t, nc, "leaf.snowflake", "protobuf", "1").Header.Get(micro.ErrorHeader); !strings.Contains(e, "use text, binary or ranges") {
+	if e := vendtest.RequestEnc(t, nc, "leaf.snowflake", "protobuf", "1").Header.Get(micro.ErrorHeader); !strings.Contains(e, "use text, binary or ranges") {
 		t.Fatalf("bad encoding says %q", e)
 	}
 }
@@ -232,7 +212,7 @@ func TestMicroDiscovery(t *testing.T) {
 	s := natstest.Server(t)
 	startVendor(t, s, 1)
 	nc := natstest.Conn(t, s)
-	msg := request(t, nc, "$SRV.INFO.leaf", "")
+	msg := vendtest.Request(t, nc, "$SRV.INFO.leaf", "")
 	var info micro.Info
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
@@ -270,6 +250,7 @@ func TestStartValidates(t *testing.T) {
 
 // slowSegments makes every request wait for the store until released.
 type slowSegments struct {
+	normalTags
 	entered chan struct{}
 	release chan struct{}
 }
@@ -291,7 +272,7 @@ func (s *slowSegments) TakeRanges(ctx context.Context, _ string, dst []ids.Range
 }
 
 // failingSegments waits for the store, which fails.
-type failingSegments struct{}
+type failingSegments struct{ normalTags }
 
 func (failingSegments) TryTakeRanges(string, []ids.Range, int64) ([]ids.Range, bool, error) {
 	return nil, false, nil
@@ -315,7 +296,7 @@ func TestSlowRequestErrors(t *testing.T) {
 	nc := natstest.Conn(t, s)
 	for _, enc := range []string{vending.EncodingText, vending.EncodingRanges} {
 		for range 20 {
-			msg := requestEnc(t, nc, "leaf.segment.order", enc, "5")
+			msg := vendtest.RequestEnc(t, nc, "leaf.segment.order", enc, "5")
 			desc := msg.Header.Get(micro.ErrorHeader)
 			if msg.Header.Get(micro.ErrorCodeHeader) != "503" || desc == "" || string(msg.Data) != desc {
 				t.Fatalf("%s: headers %v, body %q; want a 503 with its sentence as the body", enc, msg.Header, msg.Data)
@@ -360,46 +341,6 @@ func TestStopAnswersRequestsInFlight(t *testing.T) {
 }
 
 // recorder is an Observer that keeps what it is told.
-type recorder struct {
-	mu    sync.Mutex
-	codes []int
-	ids   int
-	drops []string
-}
-
-func (r *recorder) Dropped(mode, why string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.drops = append(r.drops, mode+": "+why)
-}
-
-func (r *recorder) dropped() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.drops)
-}
-
-func (r *recorder) Observe(_, _ string, code, ids int, _ time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.codes = append(r.codes, code)
-	r.ids += ids
-}
-
-// seen returns the codes and the number of IDs observed once there are n
-// codes, or after five seconds: the observer hears of a request just after
-// its reply has gone.
-func (r *recorder) seen(n int) (codes []int, ids int) {
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r.mu.Lock()
-		codes, ids = slices.Clone(r.codes), r.ids
-		r.mu.Unlock()
-		if len(codes) >= n || time.Now().After(deadline) {
-			return codes, ids
-		}
-	}
-}
-
 // A reply larger than the server's max_payload cannot be sent: the client
 // gets a 500 that says why instead of a timeout, and the request counts as
 // an error, not as IDs, in the metrics and in micro stats.
@@ -409,21 +350,21 @@ func TestReplyAboveMaxPayloadIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
+	rec := &vendtest.Recorder{}
 	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Snowflake: g, MaxBatch: 10000, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close(context.Background())
 	nc := natstest.Conn(t, s)
-	msg := request(t, nc, "leaf.snowflake", "1000") // about 19 KB of text
+	msg := vendtest.Request(t, nc, "leaf.snowflake", "1000") // about 19 KB of text
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "500" || !strings.Contains(msg.Header.Get(micro.ErrorHeader), "max_payload of 4096") {
 		t.Fatalf("reply %v %.80q, want a 500 naming max_payload", msg.Header, msg.Data)
 	}
-	if msg := request(t, nc, "leaf.snowflake", "100"); msg.Header.Get(micro.ErrorCodeHeader) != "" {
+	if msg := vendtest.Request(t, nc, "leaf.snowflake", "100"); msg.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("100 IDs (2 KB) refused: %v", msg.Header)
 	}
-	codes, ids := rec.seen(2)
+	codes, ids := rec.Seen(2)
 	if len(codes) != 2 || codes[0] != vending.CodeInternal || ids != 100 {
 		t.Fatalf("observed codes %v and %d IDs, want a 500, then the 100 IDs sent", codes, ids)
 	}
@@ -480,7 +421,7 @@ func TestStrictTagRepliesSaySo(t *testing.T) {
 	t.Cleanup(func() { svc.Close(context.Background()) })
 	for _, tag := range []string{"strict-orders", "orders"} {
 		for _, enc := range []string{vending.EncodingText, vending.EncodingBinary, vending.EncodingRanges} {
-			msg := requestEnc(t, nc, "leaf.segment."+tag, enc, "3")
+			msg := vendtest.RequestEnc(t, nc, "leaf.segment."+tag, enc, "3")
 			want := ""
 			if tag == "strict-orders" {
 				want = "true"
@@ -494,7 +435,7 @@ func TestStrictTagRepliesSaySo(t *testing.T) {
 
 // tagSegments waits for the store for every tag: "down" finds it down, any
 // other tag is unknown, and "order" has IDs.
-type tagSegments struct{}
+type tagSegments struct{ normalTags }
 
 var _ vending.Segments = tagSegments{}
 
@@ -517,7 +458,7 @@ func (tagSegments) TakeRanges(_ context.Context, tag string, dst []ids.Range, n 
 // the Observer (the metrics).
 func TestSlowRepliesCountInMicroStats(t *testing.T) {
 	s := natstest.Server(t)
-	rec := &recorder{}
+	rec := &vendtest.Recorder{}
 	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: tagSegments{}, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -526,14 +467,14 @@ func TestSlowRepliesCountInMicroStats(t *testing.T) {
 	nc := natstest.Conn(t, s)
 	for tag, code := range map[string]string{"order": "", "down": "503", "nosuch": "404"} {
 		for range 3 {
-			msg := request(t, nc, "leaf.segment."+tag, "2")
+			msg := vendtest.Request(t, nc, "leaf.segment."+tag, "2")
 			if got := msg.Header.Get(micro.ErrorCodeHeader); got != code {
 				t.Fatalf("%s: code %q, want %q (%s)", tag, got, code, msg.Data)
 			}
 		}
 	}
 	var st micro.Stats
-	if err := json.Unmarshal(request(t, nc, "$SRV.STATS.leaf", "").Data, &st); err != nil {
+	if err := json.Unmarshal(vendtest.Request(t, nc, "$SRV.STATS.leaf", "").Data, &st); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][2]int{}
@@ -543,7 +484,7 @@ func TestSlowRepliesCountInMicroStats(t *testing.T) {
 	if len(got) != 1 || got[vending.EndpointSegment] != [2]int{9, 0} {
 		t.Fatalf("micro stats (requests, errors) %v; want the 9 segment requests once", got)
 	}
-	codes, _ := rec.seen(9)
+	codes, _ := rec.Seen(9)
 	observedErrors := 0
 	for _, c := range codes {
 		if c != vending.CodeOK {
@@ -566,7 +507,7 @@ func TestMicroInfoDescribesTheAPI(t *testing.T) {
 	}
 	defer svc.Close(context.Background())
 	var info micro.Info
-	if err := json.Unmarshal(request(t, natstest.Conn(t, s), "$SRV.INFO.leaf", "").Data, &info); err != nil {
+	if err := json.Unmarshal(vendtest.Request(t, natstest.Conn(t, s), "$SRV.INFO.leaf", "").Data, &info); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"max_batch", "encodings", "encoding_header", "errors", "prefix", "worker_ids"} {

@@ -22,6 +22,9 @@ import (
 // counterSegments vends 1, 2, 3, ... for tag "order".
 type counterSegments struct{ next int64 }
 
+func (*counterSegments) IsStrict(string) bool                 { return false }
+func (*counterSegments) HandOff(string, vending.Handing) bool { return false }
+
 var _ vending.Segments = (*counterSegments)(nil)
 
 func (c *counterSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
+
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,7 +21,7 @@ import (
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
-	"github.com/leaf-nats/leaf/vending"
+	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -113,7 +113,6 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		return nil, nil, err
 	}
 	closed := make(chan struct{})
-	var waitedDenied atomic.Bool
 	opts = append(opts,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -128,16 +127,9 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if status.IsStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) ||
-				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), vending.HandoffProbe)) ||
+				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), strict.HandoffProbe)) ||
 				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), natsserver.VarzSubject)) {
 				return // the askers say it once
-			}
-			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+cfg.SubjectPrefix+".waited.") {
-				// Once per slow request: say it once.
-				if waitedDenied.CompareAndSwap(false, true) {
-					log.Warn("NATS refuses this vendor's notes of the replies that waited for the store: clients are answered, but `nats micro stats` misses their errors. Grant this vendor's NATS user publish on "+cfg.SubjectPrefix+".waited.> (docs/security.md)", "conn", name)
-				}
-				return
 			}
 			subj := ""
 			if sub != nil {

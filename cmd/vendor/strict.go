@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/strict"
-	"github.com/leaf-nats/leaf/vending"
 )
 
 // strictTags is the strict side of a vendor's segments: the leads it holds,
 // and the forwarder that carries the tags' requests between vendors.
 type strictTags struct {
 	*strict.Leaders
-	fwd     *vending.Forwarder
+	fwd     *strict.Forwarder
 	holders *kv.Leaders // the leaders bucket: who leads each tag
 }
 
@@ -33,8 +33,8 @@ func (st *strictTags) Close(ctx context.Context) error {
 
 // openStrict serves the strict tags of alloc: leases in the leaders bucket
 // of js, requests forwarded to the leader over nc (the service's
-// connection), which the lead is fenced on, and served past gate.
-func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, gate func() error, fc vending.ForwarderConfig) (*strictTags, error) {
+// connection), which the lead is fenced on, and served past fc's gate.
+func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, fc strict.ForwarderConfig) (*strictTags, error) {
 	cfg, log, nc, alloc := v.cfg, v.log, v.svcConn, v.alloc
 	var leaders *kv.Leaders
 	if err := v.retry(ctx, "open the strict tags' leaders bucket", func() (err error) {
@@ -46,27 +46,23 @@ func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, gate fu
 	if ttl := leaders.TTL(); ttl != cfg.StrictLeaseTTL {
 		log.Warn("the leaders bucket has another TTL than LEAF_STRICT_LEASE_TTL: using the bucket's", "bucket_ttl", ttl, "configured", cfg.StrictLeaseTTL)
 	}
-	fc.Gate = gate
-	f, err := vending.OpenForwarder(nc, fc)
+	f, err := strict.OpenForwarder(nc, fc)
 	if err != nil {
 		return nil, err
 	}
-	sc := strict.Config{
-		Source:  alloc,
-		Lead:    leaders.Take,
-		Forward: f.Forward,
-		Listen:  f.Listen,
-		Logger:  log,
-	}
+	sc := strict.Config{Source: alloc, Leases: leaders, Transport: f, Logger: log}
 	if nc.ConnectedClusterName() == "" { // as the worker-ID keeper's fence
-		sc.Fence = func() uint64 { return nc.Stats().Reconnects }
+		sc.Fence = reconnects{nc}
 	}
 	ls, err := strict.Open(sc)
-	if err == nil {
-		err = f.Follow(ls)
-	}
 	if err != nil {
 		return nil, errors.Join(err, f.Close(ctx))
 	}
 	return &strictTags{Leaders: ls, fwd: f, holders: leaders}, nil
 }
+
+// reconnects is the fence of leases held through a connection: its count
+// of reconnects, to a server that may have lost every lease.
+type reconnects struct{ nc *nats.Conn }
+
+func (r reconnects) Fence() uint64 { return r.nc.Stats().Reconnects }

@@ -123,10 +123,10 @@ func (v *vendor) open(ctx context.Context) error {
 	if err := v.openAllocator(ctx, js, replies); err != nil {
 		return err
 	}
-	if v.strict, err = v.openStrict(ctx, js, v.guard.SegmentsErr, v.forwarderConfig()); err != nil {
+	if v.strict, err = v.openStrict(ctx, js, v.forwarderConfig()); err != nil {
 		return err
 	}
-	v.segs = strict.NewSegments(v.alloc, v.strict.Leaders, v.guard.SegmentsErr)
+	v.segs = strict.NewSegments(v.alloc, v.strict.Leaders, v.guard)
 	if v.keeper, err = workerid.Open(v.keeperConfig(clock)); err != nil {
 		return err
 	}
@@ -251,10 +251,10 @@ func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, cl
 }
 
 // forwarderConfig configures the strict tags' forwarder.
-func (v *vendor) forwarderConfig() vending.ForwarderConfig {
+func (v *vendor) forwarderConfig() strict.ForwarderConfig {
 	cfg := v.cfg
-	return vending.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch, MaxBatch: cfg.MaxBatch,
-		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Observer: v.obs, Logger: v.log}
+	return strict.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch, MaxBatch: cfg.MaxBatch,
+		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Gate: v.guard, Observer: v.obs, Logger: v.log}
 }
 
 // startService starts the metrics, the micro service and the HTTP server

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -173,7 +174,7 @@ func TestStrictTagOrderUnderFaults(t *testing.T) {
 	}
 	handoffs := 0
 	for deadline := time.Now().Add(20 * time.Second); handoffs == 0 && time.Now().Before(deadline); {
-		if m, err := spy.NextMsg(time.Second); err == nil && m.Header.Get(vending.HandoffHeader) != "" && strings.HasPrefix(m.Reply, "_INBOX.") {
+		if m, err := spy.NextMsg(time.Second); err == nil && m.Header.Get(strict.HandoffHeader) != "" && strings.HasPrefix(m.Reply, "_INBOX.") {
 			handoffs++
 		}
 	}

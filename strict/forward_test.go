@@ -1,4 +1,4 @@
-package vending_test
+package strict_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/vendtest"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -59,15 +60,14 @@ func (s *strictSource) TakeStrict(ctx context.Context, _ string, dst []ids.Range
 
 // leadLedger makes f's vendor the leader of "ledger", serving from src,
 // until the test ends.
-func leadLedger(t *testing.T, f *vending.Forwarder, src strict.Source) *strict.Leaders {
+func leadLedger(t *testing.T, f *strict.Forwarder, src strict.Source) *strict.Leaders {
 	t.Helper()
 	ls, err := strict.Open(strict.Config{
 		Source: src,
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
+		Leases: leaseFunc(func(context.Context, string) (strict.Lease, time.Time, error) {
 			return foreverLease{}, time.Time{}, nil
-		},
-		Forward: f.Forward,
-		Listen:  f.Listen,
+		}),
+		Transport: f,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,21 +82,21 @@ func leadLedger(t *testing.T, f *vending.Forwarder, src strict.Source) *strict.L
 // expectDropped publishes m, which names a $KV subject to answer, and
 // checks that the leader drops it (rec counts one more drop) and publishes
 // nothing under $KV.
-func expectDropped(t *testing.T, s *server.Server, client *nats.Conn, rec *recorder, m *nats.Msg) {
+func expectDropped(t *testing.T, s *server.Server, client *nats.Conn, rec *vendtest.Recorder, m *nats.Msg) {
 	t.Helper()
 	spy := natstest.Conn(t, s)
 	caught, _ := spy.SubscribeSync("$KV.>")
 	spy.Flush()
-	before := len(rec.dropped())
+	before := len(rec.Drops())
 	if err := client.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
 	client.Flush()
-	for deadline := time.Now().Add(5 * time.Second); len(rec.dropped()) == before && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); len(rec.Drops()) == before && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(rec.dropped()) != before+1 {
-		t.Fatalf("drops %q, want the request answered to $KV dropped", rec.dropped())
+	if len(rec.Drops()) != before+1 {
+		t.Fatalf("drops %q, want the request answered to $KV dropped", rec.Drops())
 	}
 	if m, err := caught.NextMsg(100 * time.Millisecond); err == nil {
 		t.Fatalf("the leader published to %s", m.Subject)
@@ -113,15 +113,15 @@ func (foreverLease) Release(context.Context) error            { return nil }
 func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
-	rec := &recorder{}
-	f, err := vending.OpenForwarder(nc, vending.ForwarderConfig{MaxCount: 100, Observer: rec})
+	rec := &vendtest.Recorder{}
+	f, err := strict.OpenForwarder(nc, strict.ForwarderConfig{MaxCount: 100, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := &strictSource{next: 1, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	ls := leadLedger(t, f, src)
 	client := natstest.Conn(t, s)
-	msg := requestEnc(t, client, vending.StrictSubject("leaf", "ledger"), vending.EncodingRanges, "101")
+	msg := vendtest.RequestEnc(t, client, strict.StrictSubject("leaf", "ledger"), vending.EncodingRanges, "101")
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || !strings.Contains(msg.Header.Get(micro.ErrorHeader), "1 to 100") {
 		t.Fatalf("101 IDs forwarded: %v %q, want a 400 naming the limit of 100", msg.Header, msg.Data)
 	}
@@ -130,14 +130,14 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 		t.Fatalf("forward of 100: %v, %v; the leader takes handoffs: %v", rs, err, handoff)
 	}
 
-	expectDropped(t, s, client, rec, &nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: "$KV.leaf_strict_leaders.ledger", Data: []byte("5")})
+	expectDropped(t, s, client, rec, &nats.Msg{Subject: strict.StrictSubject("leaf", "ledger"), Reply: "$KV.leaf_strict_leaders.ledger", Data: []byte("5")})
 
 	// A request that waits for the store is served in a goroutine of its
 	// own: Close waits for it.
 	src.mu.Lock()
 	src.slow = true
 	src.mu.Unlock()
-	if err := client.PublishRequest(vending.StrictSubject("leaf", "ledger"), client.NewInbox(), []byte("1")); err != nil {
+	if err := client.PublishRequest(strict.StrictSubject("leaf", "ledger"), client.NewInbox(), []byte("1")); err != nil {
 		t.Fatal(err)
 	}
 	<-src.entered
@@ -158,13 +158,14 @@ func TestForwarderLimitsRepliesAndClose(t *testing.T) {
 }
 
 // handingOff is a vendor's segments that lead no tag and hand every
-// request to the leader; taking one itself fails the test.
+// request to the leader through its Forwarder; taking one itself fails
+// the test.
 type handingOff struct {
-	lost *atomic.Int64 // HandoffLost calls
+	f    *strict.Forwarder
 	slow *atomic.Int64 // requests served the slow way, not handed off
 }
 
-func newHandingOff() handingOff { return handingOff{&atomic.Int64{}, &atomic.Int64{}} }
+func newHandingOff(f *strict.Forwarder) handingOff { return handingOff{f, &atomic.Int64{}} }
 
 func (h handingOff) TryTakeRanges(_ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
 	return dst, false, nil
@@ -175,9 +176,8 @@ func (h handingOff) TakeRanges(context.Context, string, []ids.Range, int64) ([]i
 	return nil, &vending.Error{Code: vending.CodeUnavailable, Message: "not handed off"}
 }
 
-func (handingOff) IsStrict(string) bool { return true }
-func (handingOff) Handoff(string) bool  { return true }
-func (h handingOff) HandoffLost()       { h.lost.Add(1) }
+func (handingOff) IsStrict(string) bool                         { return true }
+func (h handingOff) HandOff(tag string, r vending.Handing) bool { return h.f.HandOff(tag, r) }
 
 // A vendor hands a strict tag's request to the leader, which answers the
 // client directly as the service would: in the client's encoding, marked
@@ -187,14 +187,34 @@ func (h handingOff) HandoffLost()       { h.lost.Add(1) }
 // answers its client a 503 that says to ask again.
 func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	s := natstest.Server(t)
-	rec := &recorder{}
-	f, err := vending.OpenForwarder(natstest.Conn(t, s), vending.ForwarderConfig{MaxCount: 100, MaxBatch: 50, Observer: rec})
+	rec := &vendtest.Recorder{}
+	f, err := strict.OpenForwarder(natstest.Conn(t, s), strict.ForwarderConfig{MaxCount: 100, MaxBatch: 50, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close(context.Background())
 	ls := leadLedger(t, f, &strictSource{next: 1})
-	b := newHandingOff()
+	// Another vendor, handing ledger off since its leader answered: its
+	// Forwarder hears the leader step down, and the "no responders" of a
+	// request handed to no leader.
+	hf, err := strict.OpenForwarder(natstest.Conn(t, s), strict.ForwarderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close(context.Background())
+	other, err := strict.Open(strict.Config{
+		Source: &strictSource{next: 1},
+		Leases: leaseFunc(func(context.Context, string) (strict.Lease, time.Time, error) {
+			return nil, time.Time{}, strict.ErrLedElsewhere
+		}),
+		Transport:  hf,
+		HandoffFor: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	b := newHandingOff(hf)
 	svc, err := vending.Open(natstest.Conn(t, s), vending.Config{Segments: b})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +227,7 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 		{vending.EncodingBinary, "1", "\x00\x00\x00\x00\x00\x00\x00\x05"},
 		{vending.EncodingRanges, "100", "6,100\n"},
 	} {
-		msg := requestEnc(t, client, "leaf.segment.ledger", c.enc, c.body)
+		msg := vendtest.RequestEnc(t, client, "leaf.segment.ledger", c.enc, c.body)
 		if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" || msg.Header.Get(vending.StrictHeader) != "true" {
 			t.Fatalf("%s %s: error %q %q, strict %q", c.enc, c.body, code, msg.Data, msg.Header.Get(vending.StrictHeader))
 		}
@@ -221,35 +241,18 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 		}
 	}
 	// The service allows 10,000; the leader's own limit of 50 holds.
-	msg := requestEnc(t, client, "leaf.segment.ledger", vending.EncodingBinary, "51")
+	msg := vendtest.RequestEnc(t, client, "leaf.segment.ledger", vending.EncodingBinary, "51")
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || !strings.Contains(string(msg.Data), "1 to 50") {
 		t.Fatalf("51 IDs handed off: %v %q, want a 400 naming the limit of 50", msg.Header, msg.Data)
 	}
-	if codes, n := rec.seen(4); len(codes) != 4 || n != 104 {
+	if codes, n := rec.Seen(4); len(codes) != 4 || n != 104 {
 		t.Fatalf("the leader observed %v and %d IDs, want 3 replies and a 400, 104 IDs", codes, n)
 	}
 
 	// A handoff's client must be an inbox too: the leader drops the rest.
-	expectDropped(t, s, client, rec, &nats.Msg{Subject: vending.StrictSubject("leaf", "ledger"), Reply: client.NewInbox(),
-		Header: nats.Header{vending.HandoffHeader: {"$KV.leaf_strict_leaders.ledger"}}, Data: []byte("5")})
+	expectDropped(t, s, client, rec, &nats.Msg{Subject: strict.StrictSubject("leaf", "ledger"), Reply: client.NewInbox(),
+		Header: nats.Header{strict.HandoffHeader: {"$KV.leaf_strict_leaders.ledger"}}, Data: []byte("5")})
 
-	// Another vendor's Leaders, handing ledger off since its leader
-	// answered, forgets it when the leader steps down.
-	other, err := strict.Open(strict.Config{
-		Source: &strictSource{next: 1},
-		Lead: func(context.Context, string) (strict.Lease, time.Time, error) {
-			return nil, time.Time{}, strict.ErrLedElsewhere
-		},
-		Forward:    f.Forward,
-		HandoffFor: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.Background())
-	if err := f.Follow(other); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := other.Take(t.Context(), "ledger", nil, 1); err != nil || !other.Handoff("ledger") {
 		t.Fatalf("forwarded to the leader: %v; hands off: %v", err, other.Handoff("ledger"))
 	}
@@ -260,9 +263,9 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	if other.Handoff("ledger") {
 		t.Fatal("the other vendor still hands ledger off after its leader stepped down")
 	}
-	msg = request(t, client, "leaf.segment.ledger", "")
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || !strings.Contains(string(msg.Data), "ask again") || b.lost.Load() != 1 {
-		t.Fatalf("handed off with no leader: %v %q, lost told %d times; want a 503 to ask again, told once", msg.Header, msg.Data, b.lost.Load())
+	msg = vendtest.Request(t, client, "leaf.segment.ledger", "")
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "503" || !strings.Contains(string(msg.Data), "ask again") {
+		t.Fatalf("handed off with no leader: %v %q; want a 503 to ask again", msg.Header, msg.Data)
 	}
 	if n := b.slow.Load(); n != 0 {
 		t.Fatalf("%d requests served the slow way, not handed off", n)
@@ -293,7 +296,7 @@ func TestLeaderWithoutReplyPermissionTakesNoHandoffs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	f, err := vending.OpenForwarder(nc, vending.ForwarderConfig{})
+	f, err := strict.OpenForwarder(nc, strict.ForwarderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +318,7 @@ func TestLeaderStopsHandoffsWhenNATSRefusesItsAnswers(t *testing.T) {
 		o.Users = []*server.User{
 			{Username: "vendor", Password: "pw", Permissions: &server.Permissions{
 				Publish: &server.SubjectPermission{Allow: []string{"leaf.>",
-					"_INBOX." + vending.HandoffProbe, "_R_." + vending.HandoffProbe}},
+					"_INBOX." + strict.HandoffProbe, "_R_." + strict.HandoffProbe}},
 				Subscribe: &server.SubjectPermission{Allow: []string{"leaf.>", "_INBOX.>"}},
 				Response:  &server.ResponsePermission{MaxMsgs: 1},
 			}},
@@ -330,7 +333,7 @@ func TestLeaderStopsHandoffsWhenNATSRefusesItsAnswers(t *testing.T) {
 		t.Cleanup(nc.Close)
 		return nc
 	}
-	f, err := vending.OpenForwarder(connect("vendor"), vending.ForwarderConfig{Reprobe: time.Second})
+	f, err := strict.OpenForwarder(connect("vendor"), strict.ForwarderConfig{Reprobe: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +350,12 @@ func TestLeaderStopsHandoffsWhenNATSRefusesItsAnswers(t *testing.T) {
 	if !takesHandoffs() {
 		t.Fatal("the probe passed, but the leader takes no handoffs")
 	}
-	svc, err := vending.Open(connect("free"), vending.Config{Segments: newHandingOff()})
+	hf, err := strict.OpenForwarder(connect("free"), strict.ForwarderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close(context.Background())
+	svc, err := vending.Open(connect("free"), vending.Config{Segments: newHandingOff(hf)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package vending
+package strict
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/segment"
-	"github.com/leaf-nats/leaf/strict"
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // DefaultForwardTimeout bounds a strict tag's request forwarded to its
@@ -44,11 +44,11 @@ type ForwarderConfig struct {
 	Prefix, QueueGroup string
 	// MaxCount is the largest count a forwarded request may carry: the
 	// service's MaxRangeBatch, since a forward asks in ranges. Default
-	// DefaultMaxRangeBatch.
+	// vending.DefaultMaxRangeBatch.
 	MaxCount int
 	// MaxBatch is the service's MaxBatch, the largest count of a request
 	// handed off in the text or binary encoding (a ranges one may ask for
-	// MaxCount). Default DefaultMaxBatch.
+	// MaxCount). Default vending.DefaultMaxBatch.
 	MaxBatch int
 	// ReplyPrefixes and OwnInboxes decide which reply subjects a leader
 	// answers, as in Config.
@@ -59,23 +59,23 @@ type ForwarderConfig struct {
 	// directly checks again whether it may (permissions change at run
 	// time). Default DefaultReprobe.
 	Reprobe time.Duration
-	// Gate, when set, says why this vendor may not serve segments now
-	// (nil: it may); a leader answers forwarded requests past it.
-	Gate func() error
+	// Gate, when set, says why this vendor may not serve segments now; a
+	// leader answers forwarded requests past it.
+	Gate Gate
 	// Observer is told of dropped requests.
-	Observer Observer
+	Observer vending.Observer
 	// Logger receives the replies that could not be sent.
 	Logger *slog.Logger
 }
 
 func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
-	c.Prefix = cmpOr(c.Prefix, DefaultPrefix)
-	c.QueueGroup = cmpOr(c.QueueGroup, DefaultQueueGroup)
+	c.Prefix = cmpOr(c.Prefix, vending.DefaultPrefix)
+	c.QueueGroup = cmpOr(c.QueueGroup, vending.DefaultQueueGroup)
 	if c.MaxCount == 0 {
-		c.MaxCount = DefaultMaxRangeBatch
+		c.MaxCount = vending.DefaultMaxRangeBatch
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
+		c.MaxBatch = vending.DefaultMaxBatch
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultForwardTimeout
@@ -84,13 +84,13 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 		c.Reprobe = DefaultReprobe
 	}
 	if len(c.ReplyPrefixes) == 0 {
-		c.ReplyPrefixes = DefaultReplyPrefixes
+		c.ReplyPrefixes = vending.DefaultReplyPrefixes
 	}
 	if c.Gate == nil {
-		c.Gate = func() error { return nil }
+		c.Gate = open{}
 	}
 	if c.Observer == nil {
-		c.Observer = noObserver{}
+		c.Observer = discard{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -102,11 +102,11 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v is negative", c.Timeout))
 	}
-	if err := ValidatePrefix(c.Prefix); err != nil {
+	if err := vending.ValidatePrefix(c.Prefix); err != nil {
 		errs = append(errs, err)
 	}
 	for _, p := range c.ReplyPrefixes {
-		if err := CheckReplyPrefix(p, c.Prefix); err != nil {
+		if err := vending.CheckReplyPrefix(p, c.Prefix); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -130,7 +130,7 @@ func cmpOr(s, def string) string {
 type Forwarder struct {
 	nc      *nats.Conn
 	cfg     ForwarderConfig
-	replies *Replies
+	replies *vending.Replies
 	// direct: this vendor's NATS user may publish to the clients' reply
 	// subjects, so as a leader it takes handed-off requests. Checked at
 	// start (mayAnswerClients), turned off when NATS refuses an answer
@@ -140,6 +140,11 @@ type Forwarder struct {
 	probedAt  atomic.Int64 // Unix ns of the last check
 	deniedMu  sync.Mutex
 	lastError error // the connection's last error noteDenied looked at
+
+	// lostPrefix is the inbox on which NATS says that a handed-off request
+	// found no leader listening (the handoff's own reply subject is it
+	// followed by the client's).
+	lostPrefix string
 
 	ctx    context.Context // cancelled by Close: bounds the serves in flight
 	cancel context.CancelFunc
@@ -157,7 +162,7 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 		return nil, err
 	}
 	f := &Forwarder{nc: nc, cfg: c, subs: map[*nats.Subscription]struct{}{},
-		replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes)}
+		replies: vending.NewReplies(c.ReplyPrefixes, c.OwnInboxes), lostPrefix: nc.NewInbox() + "."}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.probe()
 	return f, nil
@@ -277,8 +282,8 @@ func (f *Forwarder) Close(context.Context) error {
 }
 
 var (
-	forwardHeader       = nats.Header{EncodingHeader: {EncodingRanges}}
-	forwardDirectHeader = nats.Header{EncodingHeader: {EncodingRanges}, directHeader: {"true"}}
+	forwardHeader       = nats.Header{vending.EncodingHeader: {vending.EncodingRanges}}
+	forwardDirectHeader = nats.Header{vending.EncodingHeader: {vending.EncodingRanges}, directHeader: {"true"}}
 )
 
 // directHeader marks a leader's answer to a forward: it takes handed-off
@@ -289,7 +294,7 @@ const directHeader = "Leaf-Handoff-OK"
 // that the vendor that forwarded the request serves it the normal way.
 const notStrictHeader = "Leaf-Not-Strict"
 
-// Forward asks the leader of tag for n IDs. It fails with strict.ErrNoLeader
+// Forward asks the leader of tag for n IDs. It fails with ErrNoLeader
 // when no vendor listens as its leader, or the one that does is too slow to
 // answer (frozen, or cut off): the caller then tries to take the lead,
 // which the lease decides. handoff reports that the leader takes handed-off
@@ -301,7 +306,7 @@ func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n 
 	reply, err := f.nc.RequestMsgWithContext(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return dst, false, fmt.Errorf("%w: %s: %w", strict.ErrNoLeader, msg.Subject, err)
+		return dst, false, fmt.Errorf("%w: %s: %w", ErrNoLeader, msg.Subject, err)
 	case err != nil:
 		return dst, false, fmt.Errorf("%w: forward to the leader of %q: %w", segment.ErrUnavailable, tag, err)
 	}
@@ -311,9 +316,9 @@ func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n 
 	}
 	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
 		c, _ := strconv.Atoi(code)
-		return dst, false, &Error{Code: c, Message: "the leader of the strict tag: " + reply.Header.Get(micro.ErrorHeader)}
+		return dst, false, &vending.Error{Code: c, Message: "the leader of the strict tag: " + reply.Header.Get(micro.ErrorHeader)}
 	}
-	rs, err = DecodeRanges(dst, reply.Data)
+	rs, err = vending.DecodeRanges(dst, reply.Data)
 	if got := ids.Count(rs[len(dst):]); err != nil || got != n {
 		return dst, false, fmt.Errorf("%w: the leader of %q answered %d IDs for %d: %v", segment.ErrUnavailable, tag, got, n, err)
 	}
@@ -324,7 +329,7 @@ func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n 
 // from ls, until stop is called or the Forwarder closes. Requests it can
 // serve from memory are answered on the subscription's goroutine, in
 // order; those that wait for the store in goroutines of their own.
-func (f *Forwarder) Listen(tag string, ls *strict.Leaders) (stop func(), err error) {
+func (f *Forwarder) Listen(tag string, ls *Leaders) (stop func(), err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -350,7 +355,7 @@ func (f *Forwarder) Listen(tag string, ls *strict.Leaders) (stop func(), err err
 			sub.Unsubscribe()
 		}
 		// Whether or not others hear it: they notice within
-		// strict.Config.HandoffFor.
+		// Config.HandoffFor.
 		if err := f.nc.Publish(GoneSubject(f.cfg.Prefix), []byte(tag)); err != nil {
 			f.cfg.Logger.Warn("telling the vendors that this one no longer leads a strict tag", "tag", tag, "err", err)
 		}
@@ -358,32 +363,79 @@ func (f *Forwarder) Listen(tag string, ls *strict.Leaders) (stop func(), err err
 }
 
 // Follow makes ls forget a tag's leader as soon as it says it stepped down
-// (Leaders.Forget), until the Forwarder closes.
-func (f *Forwarder) Follow(ls *strict.Leaders) error {
+// (Leaders.Forget), and every leader when a request handed to one found
+// none listening (Leaders.ForgetAll), until the Forwarder closes.
+func (f *Forwarder) Follow(ls *Leaders) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return fmt.Errorf("%w: closing", segment.ErrUnavailable)
 	}
-	sub, err := f.nc.Subscribe(GoneSubject(f.cfg.Prefix), func(m *nats.Msg) {
+	gone, err := f.nc.Subscribe(GoneSubject(f.cfg.Prefix), func(m *nats.Msg) {
 		if tag := string(m.Data); segment.ValidateTag(tag) == nil {
 			ls.Forget(tag)
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("vending: listen on %s: %w", GoneSubject(f.cfg.Prefix), err)
+		return fmt.Errorf("listen on %s: %w", GoneSubject(f.cfg.Prefix), err)
 	}
-	f.subs[sub] = struct{}{}
+	lost, err := f.nc.Subscribe(f.lostPrefix+">", func(m *nats.Msg) { f.lostHandoff(ls, m) })
+	if err != nil {
+		gone.Unsubscribe()
+		return fmt.Errorf("subscribe the lost handoffs' inbox: %w", err)
+	}
+	f.subs[gone], f.subs[lost] = struct{}{}, struct{}{}
 	return nil
 }
+
+// HandOff hands a request of tag to its leader, which answers the client
+// (and counts it, in its metrics). Its own reply subject is the lost
+// handoffs' inbox followed by the client's: NATS answers "no responders"
+// there when no leader listens, and lostHandoff answers the client. False
+// when it could not be sent, or its reply subject would be longer than a
+// leader answers: then it is served the slow way.
+func (f *Forwarder) HandOff(tag string, r vending.Handing) bool {
+	reply := f.lostPrefix + r.Reply
+	if f.replies.Why(reply) != "" {
+		return false
+	}
+	m := &nats.Msg{Subject: StrictSubject(f.cfg.Prefix, tag), Reply: reply, Header: nats.Header{HandoffHeader: {r.Reply}}, Data: r.Body}
+	if r.Encoding != vending.EncodingText {
+		m.Header[vending.EncodingHeader] = []string{r.Encoding}
+	}
+	return f.nc.PublishMsg(m) == nil
+}
+
+// lostHandoff answers the client of a handed-off request that found no
+// leader with a 503 that says to ask again, and tells ls. Only the server's
+// "no responders" counts, and only to a reply subject the service answers.
+func (f *Forwarder) lostHandoff(ls *Leaders, m *nats.Msg) {
+	reply := strings.TrimPrefix(m.Subject, f.lostPrefix)
+	if m.Header.Get(statusHeader) != noRespondersStatus || f.replies.Why(reply) != "" {
+		return
+	}
+	ls.ForgetAll()
+	err := fmt.Errorf("%w: the leader of the strict tag is gone; ask again", segment.ErrUnavailable)
+	if perr := f.nc.PublishMsg(vending.ErrorMsg(reply, err)); perr != nil {
+		f.cfg.Logger.Warn("answering a strict request that found no leader", "reply", reply, "err", perr)
+	}
+	f.cfg.Observer.Observe(vending.ModeSegment, "", vending.CodeUnavailable, 0, 0)
+}
+
+// The header and value of NATS's "no responders" (nats.go keeps its own
+// unexported).
+const (
+	statusHeader       = "Status"
+	noRespondersStatus = "503"
+)
 
 // serve answers one request on the strict subject: forwarded (the
 // forwarding vendor relays the answer) or handed off (answered to the
 // client directly, as the service would), within the counts the service
 // allows, past the gate, to an inbox only.
-func (f *Forwarder) serve(tag string, ls *strict.Leaders, m *nats.Msg) {
+func (f *Forwarder) serve(tag string, ls *Leaders, m *nats.Msg) {
 	if why := f.replies.Why(m.Reply); why != "" {
-		f.cfg.Observer.Dropped(ModeSegment, why)
+		f.cfg.Observer.Dropped(vending.ModeSegment, why)
 		f.replies.Drop(f.cfg.Logger, m.Subject, m.Reply, why)
 		return
 	}
@@ -393,14 +445,14 @@ func (f *Forwarder) serve(tag string, ls *strict.Leaders, m *nats.Msg) {
 		return
 	}
 	if why := f.replies.Why(client); why != "" {
-		f.cfg.Observer.Dropped(ModeSegment, why)
+		f.cfg.Observer.Dropped(vending.ModeSegment, why)
 		f.replies.Drop(f.cfg.Logger, m.Subject, client, why)
 		return
 	}
 	start := time.Now()
-	enc, err := encodingOf(m.Header.Get(EncodingHeader))
+	enc, err := vending.ParseEncoding(m.Header.Get(vending.EncodingHeader))
 	limit := f.cfg.MaxBatch
-	if enc == EncodingRanges {
+	if enc == vending.EncodingRanges {
 		limit = f.cfg.MaxCount
 	}
 	f.take(tag, ls, m.Data, limit, err, func(rs []ids.Range, err error) { f.answer(m.Subject, client, enc, tag, rs, err, start) })
@@ -410,13 +462,13 @@ func (f *Forwarder) serve(tag string, ls *strict.Leaders, m *nats.Msg) {
 // and gives answer the IDs or why not; err is the request's fault found
 // before. IDs in memory are answered on the subscription's goroutine, in
 // order; those that wait for the store in goroutines of their own.
-func (f *Forwarder) take(tag string, ls *strict.Leaders, body []byte, limit int, err error, answer func([]ids.Range, error)) {
+func (f *Forwarder) take(tag string, ls *Leaders, body []byte, limit int, err error, answer func([]ids.Range, error)) {
 	var c int
 	if err == nil {
-		c, err = ParseCount(body, limit)
+		c, err = vending.ParseCount(body, limit)
 	}
 	if err == nil {
-		err = f.cfg.Gate()
+		err = f.cfg.Gate.SegmentsErr()
 	}
 	if err != nil {
 		answer(nil, err)
@@ -454,12 +506,12 @@ func (f *Forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
 		f.reprobe()
 	}
 	if err != nil {
-		r = errorReply(m.Reply, err)
+		r = errorMsg(m.Reply, err)
 		if errors.Is(err, segment.ErrNotStrict) {
 			r.Header.Set(notStrictHeader, "true")
 		}
 	} else {
-		r.Data = AppendRanges(nil, rs)
+		r.Data = vending.AppendRanges(nil, rs)
 	}
 	if err := f.nc.PublishMsg(r); err != nil {
 		f.cfg.Logger.Warn("answering a forwarded strict request", "subject", m.Subject, "err", err)
@@ -470,55 +522,56 @@ func (f *Forwarder) respond(m *nats.Msg, rs []ids.Range, err error) {
 // would: the IDs in the encoding it asked for, marked strict, or the
 // error's code and sentence; and reports it.
 func (f *Forwarder) answer(subject, client, enc, tag string, rs []ids.Range, err error, start time.Time) {
-	n := 0
 	if err == nil {
-		r := &nats.Msg{Subject: client, Header: strictHeader, Data: encode(nil, enc, rs)}
-		if enc == EncodingRanges {
-			r.Header = rangesStrictHeader
-		}
-		n = int(ids.Count(rs))
+		r := vending.AnswerMsg(client, enc, true, rs)
+		n := int(ids.Count(rs))
 		if err = f.nc.PublishMsg(r); err == nil {
 			f.noteDenied()
-			f.cfg.Observer.Observe(ModeSegment, tag, CodeOK, n, time.Since(start))
+			f.cfg.Observer.Observe(vending.ModeSegment, tag, vending.CodeOK, n, time.Since(start))
 			return
 		}
 		err = fmt.Errorf("the reply of %d IDs (%d bytes) could not be sent: %w", n, len(r.Data), err)
 		f.cfg.Logger.Warn("answering a strict request handed to this leader", "subject", subject, "err", err)
 	}
-	code := Code(err)
-	if code == CodeNotFound {
+	code := vending.Code(err)
+	if code == vending.CodeNotFound {
 		tag = "" // unknown tags must not grow metric label sets
 	}
-	if perr := f.nc.PublishMsg(errorReply(client, err)); perr != nil {
+	if perr := f.nc.PublishMsg(errorMsg(client, err)); perr != nil {
 		f.cfg.Logger.Warn("answering a strict request handed to this leader", "subject", subject, "err", perr)
 	}
-	f.cfg.Observer.Observe(ModeSegment, tag, code, 0, time.Since(start))
+	f.cfg.Observer.Observe(vending.ModeSegment, tag, code, 0, time.Since(start))
 }
 
-// errorReply is the service's answer of err to subject: its code and
-// sentence in the headers, the sentence as the body. A lead lost meanwhile
-// is a 503 that says to ask again.
-func errorReply(subject string, err error) *nats.Msg {
-	if errors.Is(err, strict.ErrNotLeader) {
+// errorMsg is the service's answer of err to subject. A lead lost
+// meanwhile is a 503 that says to ask again.
+func errorMsg(subject string, err error) *nats.Msg {
+	if errors.Is(err, ErrNotLeader) {
 		err = fmt.Errorf("%w: %w; ask again", segment.ErrUnavailable, err)
 	}
-	msg := err.Error()
-	r := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: []byte(msg)}
-	r.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(Code(err)))
-	r.Header.Set(micro.ErrorHeader, msg)
-	return r
+	return vending.ErrorMsg(subject, err)
 }
 
-// HandoffHeader carries the client's reply subject on a request the
-// service handed to a strict tag's leader on <prefix>.strict.<tag>
-// (Service, Handoffs): the leader answers the client there as the service
-// would, and never the request's own reply subject (the handing vendor's,
-// for NATS's "no responders").
+// HandoffHeader carries the client's reply subject on a request handed to
+// a strict tag's leader on <prefix>.strict.<tag> (Segments.HandOff): the
+// leader answers the client there as the service would, and never the
+// request's own reply subject (the handing vendor's, for NATS's "no
+// responders").
 const HandoffHeader = "Leaf-Handoff"
 
-// The headers of the answers to handed-off requests, built once
-// (read-only).
-var (
-	strictHeader       = nats.Header{StrictHeader: {"true"}}
-	rangesStrictHeader = nats.Header{StrictHeader: {"true"}, EncodingHeader: {EncodingRanges}}
-)
+// Gate says why this vendor may not serve segments now, nil when it may
+// (cluster.Guard).
+type Gate interface {
+	SegmentsErr() error
+}
+
+// open is the Gate of a vendor with no other: it always may.
+type open struct{}
+
+func (open) SegmentsErr() error { return nil }
+
+// discard is the Observer of a Forwarder configured with none.
+type discard struct{}
+
+func (discard) Observe(string, string, int, int, time.Duration) {}
+func (discard) Dropped(string, string)                          {}
