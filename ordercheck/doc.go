@@ -19,8 +19,10 @@
 //
 // # Offline
 //
-// Check counts the violations of a slice of requests with their send and
-// receive times. For the requests a Checker stamped it counts exactly what
-// the Checker counted, because the times a Checker stamps are the order in
-// which it checked.
+// A history holds each request's send and receive times and its IDs; Check
+// counts the violations of a slice of requests, and CheckHistory those of
+// a history file that a Writer streamed (one JSON object a line; the format
+// is documented at Writer). For the same run the offline check counts
+// exactly what the Checker counted, because the times a Checker stamps are
+// the order in which it checked.
 package ordercheck
