@@ -164,25 +164,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitUsage
 	}
-	if cfg.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			fmt.Fprintf(stderr, "loadgen: %v\n", err)
-			return exitFail
-		}
-	} else {
-		r.print(stdout)
-	}
-	switch {
-	case r.Dups > 0 || r.Invalid > 0:
-		fmt.Fprintf(stderr, "loadgen: FAIL: %d duplicate and %d non-positive IDs\n", r.Dups, r.Invalid)
+	if err := output(cfg, r, r.print, stdout); err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitFail
-	case r.Requests == 0:
-		fmt.Fprintf(stderr, "loadgen: FAIL: no request succeeded; the first error: %s\n", r.FirstError)
+	}
+	fails := r.failures()
+	for _, f := range fails {
+		fmt.Fprintf(stderr, "loadgen: FAIL: %s\n", f)
+	}
+	if len(fails) > 0 {
 		return exitFail
 	}
 	return exitOK
+}
+
+// output writes the report v as JSON with -json, else as text.
+func output(cfg config, v any, text func(io.Writer), stdout io.Writer) error {
+	if !cfg.json {
+		text(stdout)
+		return nil
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// failures says what makes the run fail, if anything.
+func (r *report) failures() []string {
+	var fails []string
+	if r.Dups > 0 || r.Invalid > 0 {
+		fails = append(fails, fmt.Sprintf("%d duplicate and %d non-positive IDs", r.Dups, r.Invalid))
+	}
+	if r.Requests == 0 {
+		fails = append(fails, "no request succeeded; the first error: "+r.FirstError)
+	}
+	return fails
 }
 
 // worker is one goroutine's results. Only its goroutine writes hist and
@@ -201,7 +217,41 @@ type worker struct {
 // take is one request: one Next, or one NextN of the batch.
 type take func(ctx context.Context, dst []int64) ([]int64, error)
 
+// shared is what a run's workers share.
+type shared struct {
+	cfg      config
+	do       take
+	tickets  atomic.Int64
+	start    time.Time
+	interval time.Duration // open loop: between two tickets' due times
+}
+
 func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*report, error) {
+	client, src, err := newSource(nc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	s := &shared{cfg: cfg, do: newTake(src, cfg.batch), start: time.Now()}
+	if cfg.rate > 0 {
+		s.interval = time.Duration(float64(time.Second) / cfg.rate)
+	}
+	workers := make([]*worker, cfg.conc)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{errs: map[string]int64{}}
+		workers[i] = w
+		wg.Go(func() { w.loop(ctx, s) })
+	}
+	stopProgress := progress(cfg, workers, s.start, stderr)
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(s.start)
+	return summarize(cfg, workers, elapsed), nil
+}
+
+// newSource returns the client and the source of the IDs cfg asks for.
+func newSource(nc *nats.Conn, cfg config) (*vending.Client, *vending.Source, error) {
 	cc := vending.ClientConfig{Timeout: cfg.timeout, Retries: cfg.retries, MaxBatch: cfg.maxBatch}
 	if cfg.retries == 0 {
 		cc.Retries = -1 // none
@@ -211,98 +261,96 @@ func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*re
 	}
 	client, err := vending.NewClient(nc, cc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer client.Close()
-	src := client.Snowflake()
-	if cfg.mode == "segment" {
-		if src, err = client.Segment(cfg.tag); err != nil {
-			return nil, err
-		}
+	if cfg.mode != "segment" {
+		return client, client.Snowflake(), nil
 	}
-	var do take = func(ctx context.Context, dst []int64) ([]int64, error) {
-		id, err := src.Next(ctx)
-		return append(dst, id), err
+	src, err := client.Segment(cfg.tag)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
 	}
-	if cfg.batch > 1 {
-		do = func(ctx context.Context, dst []int64) ([]int64, error) {
-			ids, err := src.NextN(ctx, cfg.batch)
+	return client, src, nil
+}
+
+func newTake(src *vending.Source, batch int) take {
+	if batch > 1 {
+		return func(ctx context.Context, dst []int64) ([]int64, error) {
+			ids, err := src.NextN(ctx, batch)
 			return append(dst, ids...), err
 		}
 	}
-
-	workers := make([]*worker, cfg.conc)
-	var tickets atomic.Int64
-	start := time.Now()
-	var interval time.Duration
-	if cfg.rate > 0 {
-		interval = time.Duration(float64(time.Second) / cfg.rate)
+	return func(ctx context.Context, dst []int64) ([]int64, error) {
+		id, err := src.Next(ctx)
+		return append(dst, id), err
 	}
-	var wg sync.WaitGroup
-	for i := range workers {
-		w := &worker{errs: map[string]int64{}}
-		workers[i] = w
-		wg.Go(func() { w.loop(ctx, cfg, do, &tickets, start, interval) })
-	}
-	stopProgress := progress(cfg, workers, start, stderr)
-	wg.Wait()
-	stopProgress()
-	elapsed := time.Since(start)
-	return summarize(cfg, workers, elapsed), nil
 }
 
-// loop issues requests until the count or the duration is reached. In an
-// open loop, ticket k is due at start + k*interval and its latency runs
-// from then, so time spent waiting for a free worker is counted.
-func (w *worker) loop(ctx context.Context, cfg config, do take, tickets *atomic.Int64, start time.Time, interval time.Duration) {
-	end := start.Add(cfg.d)
+// loop issues requests until the count or the duration is reached.
+func (w *worker) loop(ctx context.Context, s *shared) {
+	end := s.start.Add(s.cfg.d)
 	for ctx.Err() == nil {
-		if cap(w.ids)-len(w.ids) < cfg.batch {
-			w.newChunk(cfg.batch)
+		if cap(w.ids)-len(w.ids) < s.cfg.batch {
+			w.newChunk(s.cfg.batch)
 		}
-		k := tickets.Add(1) - 1
-		if cfg.n > 0 && k >= cfg.n {
+		k := s.tickets.Add(1) - 1
+		if s.cfg.n > 0 && k >= s.cfg.n {
 			return
 		}
-		began := time.Now()
-		if interval > 0 {
-			due := start.Add(time.Duration(k) * interval)
-			if cfg.d > 0 && !due.Before(end) {
-				return
-			}
-			if wait := due.Sub(began); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return
-				}
-			}
-			began = due
-		} else if cfg.d > 0 && !began.Before(end) {
+		began, ok := s.due(ctx, k, end)
+		if !ok || !w.request(ctx, s, began) {
 			return
 		}
-		before := len(w.ids)
-		ids, err := do(ctx, w.ids)
-		if err != nil {
-			if ctx.Err() != nil {
-				return // interrupted: not the service's error
-			}
-			w.errs[errorCode(err)]++
-			w.failed.Add(1)
-			if w.firstErr == "" {
-				w.firstErr = err.Error()
-			}
-			if errors.Is(err, vending.ErrBadRequest) || errors.Is(err, vending.ErrNotFound) {
-				return // asking again cannot help: the run says why
-			}
-			continue
-		}
-		w.hist.record(uint64(time.Since(began)))
-		w.ids = ids
-		w.done.Add(int64(len(ids) - before))
 	}
+}
+
+// due returns the time ticket k's latency counts from, after waiting for
+// it in an open loop, or false when the run ends first. In an open loop,
+// ticket k is due at start + k*interval and its latency runs from then, so
+// time spent waiting for a free worker is counted.
+func (s *shared) due(ctx context.Context, k int64, end time.Time) (time.Time, bool) {
+	now := time.Now()
+	if s.interval == 0 {
+		return now, s.cfg.d == 0 || now.Before(end)
+	}
+	due := s.start.Add(time.Duration(k) * s.interval)
+	if s.cfg.d > 0 && !due.Before(end) {
+		return due, false
+	}
+	if wait := due.Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return due, false
+		}
+	}
+	return due, true
+}
+
+// request sends one request and records what came back; false when the
+// worker should stop.
+func (w *worker) request(ctx context.Context, s *shared, began time.Time) bool {
+	before := len(w.ids)
+	ids, err := s.do(ctx, w.ids)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false // interrupted: not the service's error
+		}
+		w.errs[errorCode(err)]++
+		w.failed.Add(1)
+		if w.firstErr == "" {
+			w.firstErr = err.Error()
+		}
+		// Asking again cannot help: the run says why.
+		return !errors.Is(err, vending.ErrBadRequest) && !errors.Is(err, vending.ErrNotFound)
+	}
+	w.hist.record(uint64(time.Since(began)))
+	w.ids = ids
+	w.done.Add(int64(len(ids) - before))
+	return true
 }
 
 // chunkIDs is the size of a worker's ID chunk (512 KiB).
