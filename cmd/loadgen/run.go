@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/ordercheck"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -24,7 +26,7 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // duplicates, nothing vended, or NATS unreachable
+	exitFail  = 1 // duplicates, order violations, nothing vended, NATS unreachable, or a history not written or read
 	exitUsage = 2
 )
 
@@ -43,6 +45,10 @@ type config struct {
 	json     bool
 	timeout  time.Duration
 	retries  int
+
+	checkOrder   bool
+	history      string // -history: the file to write
+	checkHistory string // -check-history: the file to read
 }
 
 const usageHead = `loadgen puts request-reply load on leaf-nats workers, checks that every ID
@@ -57,6 +63,26 @@ Usage: loadgen [flags]
 
 Every received ID is kept (8 bytes each) and sorted at the end to find
 duplicates; a duplicate makes the exit status 1. Bad flags exit with 2.
+
+  loadgen -mode segment -tag ledger -c 8 -d 30s -check-order -history run.jsonl
+  loadgen -check-history run.jsonl
+
+-check-order checks strict order across the whole run, the promise of a
+strict tag (vendor tags add <tag> -strict): when a reply was received before
+another request was sent, every ID of the later reply must be above every
+ID of the earlier one. Replies that break it are counted as
+order_violations; one makes the exit status 1. A normal tag served by
+several vendors breaks it (each vendor hands out its own segment), and so
+does snowflake across vendors (its IDs are only time-ordered): the check
+finds what strict tags prevent. With -prefetch a request is one Next call;
+with -retries, its first attempt is its send.
+
+-history FILE writes one JSON line per request: a header line with the
+run's wall-clock "start", then {"w":worker,"sent":ns,"recv":ns,"runs":
+[[first,count],...]} with the times in ns since the start, or "error":code
+instead of "runs". Lines are in chunks per worker, not in time order.
+-check-history FILE checks a history offline and counts the violations the
+online check counted (the Go function ordercheck.CheckHistory does the same).
 
 Flags:
 `
@@ -85,11 +111,26 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "timeout of each request attempt")
 	fs.IntVar(&c.retries, "retries", 0, "client retries on 503, timeout or no responders (0: report them as errors)")
+	fs.BoolVar(&c.checkOrder, "check-order", false, "check strict order across the run: count order_violations, exit 1 on one")
+	fs.StringVar(&c.history, "history", "", "write each request's send and receive times and IDs to `FILE` (JSON lines)")
+	fs.StringVar(&c.checkHistory, "check-history", "", "check the order of the history in `FILE` instead of putting load (with -json at most)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q; all settings are flags (loadgen -h)", fs.Arg(0))
+	}
+	if c.checkHistory != "" {
+		var other string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "check-history" && f.Name != "json" {
+				other = f.Name
+			}
+		})
+		if other != "" {
+			return c, fmt.Errorf("-%s with -check-history: checking a history puts no load; it takes -json only", other)
+		}
+		return c, nil
 	}
 	return c, c.validate()
 }
@@ -142,6 +183,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitUsage
+	}
+	if cfg.checkHistory != "" {
+		return checkHistory(cfg, stdout, stderr)
 	}
 	nc, err := nats.Connect(cfg.url, nats.Name("leaf-loadgen"))
 	if err != nil {
@@ -198,18 +242,26 @@ func (r *report) failures() []string {
 	if r.Requests == 0 {
 		fails = append(fails, "no request succeeded; the first error: "+r.FirstError)
 	}
+	if r.OrderViolations != nil && *r.OrderViolations > 0 {
+		fails = append(fails, fmt.Sprintf("%d order violations; the first: %s", *r.OrderViolations, r.OrderExamples[0]))
+	}
+	if r.HistoryError != "" {
+		fails = append(fails, r.HistoryError)
+	}
 	return fails
 }
 
-// worker is one goroutine's results. Only its goroutine writes hist and
-// ids; the counters are atomic for the progress line.
+// worker is one goroutine's results. Only its goroutine writes hist, ids
+// and history; the counters are atomic for the progress line.
 type worker struct {
+	index    int
 	hist     histogram
 	ids      []int64   // the chunk being filled
 	full     [][]int64 // filled chunks: no large copy as the IDs grow
 	errs     map[string]int64
-	firstErr string       // the first error's message
-	done     atomic.Int64 // successful requests
+	firstErr string             // the first error's message
+	history  *ordercheck.Buffer // nil without -history
+	done     atomic.Int64       // successful requests
 	failed   atomic.Int64
 	_        [64]byte // keep the next worker's counters off this cache line
 }
@@ -223,7 +275,8 @@ type shared struct {
 	do       take
 	tickets  atomic.Int64
 	start    time.Time
-	interval time.Duration // open loop: between two tickets' due times
+	interval time.Duration       // open loop: between two tickets' due times
+	order    *ordercheck.Checker // stamps sends and replies; nil without -check-order and -history
 }
 
 func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*report, error) {
@@ -236,10 +289,20 @@ func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*re
 	if cfg.rate > 0 {
 		s.interval = time.Duration(float64(time.Second) / cfg.rate)
 	}
+	if cfg.checkOrder || cfg.history != "" {
+		s.order = ordercheck.NewChecker(s.start)
+	}
+	hist, err := openHistory(cfg, src.Subject(), s.start)
+	if err != nil {
+		return nil, err
+	}
 	workers := make([]*worker, cfg.conc)
 	var wg sync.WaitGroup
 	for i := range workers {
-		w := &worker{errs: map[string]int64{}}
+		w := &worker{index: i, errs: map[string]int64{}}
+		if hist != nil {
+			w.history = hist.w.Buffer(i)
+		}
 		workers[i] = w
 		wg.Go(func() { w.loop(ctx, s) })
 	}
@@ -247,7 +310,14 @@ func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*re
 	wg.Wait()
 	stopProgress()
 	elapsed := time.Since(s.start)
-	return summarize(cfg, workers, elapsed), nil
+	r := summarize(cfg, workers, elapsed)
+	if cfg.checkOrder {
+		r.setOrder(s.order.Result())
+	}
+	if err := hist.finish(); err != nil {
+		r.HistoryError = err.Error()
+	}
+	return r, nil
 }
 
 // newSource returns the client and the source of the IDs cfg asks for.
@@ -333,13 +403,21 @@ func (s *shared) due(ctx context.Context, k int64, end time.Time) (time.Time, bo
 // request sends one request and records what came back; false when the
 // worker should stop.
 func (w *worker) request(ctx context.Context, s *shared, began time.Time) bool {
+	var sent ordercheck.Sent
+	if s.order != nil {
+		sent = s.order.Send()
+	}
 	before := len(w.ids)
 	ids, err := s.do(ctx, w.ids)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false // interrupted: not the service's error
 		}
-		w.errs[errorCode(err)]++
+		code := errorCode(err)
+		if w.history != nil {
+			w.history.Failure(sent.At, s.order.Now(), code)
+		}
+		w.errs[code]++
 		w.failed.Add(1)
 		if w.firstErr == "" {
 			w.firstErr = err.Error()
@@ -348,8 +426,15 @@ func (w *worker) request(ctx context.Context, s *shared, began time.Time) bool {
 		return !errors.Is(err, vending.ErrBadRequest) && !errors.Is(err, vending.ErrNotFound)
 	}
 	w.hist.record(uint64(time.Since(began)))
+	got := ids[before:]
+	if s.order != nil {
+		req := s.order.Receive(sent, w.index, slices.Min(got), slices.Max(got))
+		if w.history != nil {
+			w.history.Reply(req.Sent, req.Received, got)
+		}
+	}
 	w.ids = ids
-	w.done.Add(int64(len(ids) - before))
+	w.done.Add(int64(len(got)))
 	return true
 }
 
@@ -439,6 +524,10 @@ type report struct {
 	P999us       float64          `json:"p999_us"`
 	P9999us      float64          `json:"p9999_us"`
 	MaxUs        float64          `json:"max_us"`
+	// With -check-order only; the examples are the first few by receive time.
+	OrderViolations *int64   `json:"order_violations,omitempty"`
+	OrderExamples   []string `json:"order_examples,omitempty"`
+	HistoryError    string   `json:"history_error,omitempty"` // -history not written in full
 }
 
 func summarize(cfg config, workers []*worker, elapsed time.Duration) *report {
@@ -515,6 +604,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "          first: %s\n", r.FirstError)
 	}
 	fmt.Fprintf(w, "dups      %d  (non-positive: %d)\n", r.Dups, r.Invalid)
+	r.printOrder(w)
 }
 
 func fmtUs(us float64) string {
