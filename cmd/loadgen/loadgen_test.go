@@ -171,6 +171,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-timeout", "0s"}, "-timeout"},
 		{[]string{"-bogus"}, "bogus"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"-check-history", "run.jsonl", "-c", "2"}, "-c with -check-history"},
+		{[]string{"-check-history", "run.jsonl", "-check-order"}, "-check-order with -check-history"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -197,7 +199,8 @@ func TestHelp(t *testing.T) {
 	if code := run(t.Context(), []string{"-h"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, flag := range []string{"-url", "-mode", "-tag", "-c", "-n", "-d", "-batch", "-rate", "-prefetch", "-json", "-timeout", "LEAF_NATS_URL"} {
+	for _, flag := range []string{"-url", "-mode", "-tag", "-c", "-n", "-d", "-batch", "-rate", "-prefetch", "-json", "-timeout",
+		"-check-order", "-history", "-check-history", "order_violations", "snowflake", "LEAF_NATS_URL"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("help does not mention %s", flag)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/ordercheck"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -24,7 +26,7 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // duplicates, nothing vended, or NATS unreachable
+	exitFail  = 1 // duplicates, order violations, nothing vended, NATS unreachable, or a history not written or read
 	exitUsage = 2
 )
 
@@ -43,6 +45,10 @@ type config struct {
 	json     bool
 	timeout  time.Duration
 	retries  int
+
+	checkOrder   bool
+	history      string // -history: the file to write
+	checkHistory string // -check-history: the file to read
 }
 
 const usageHead = `loadgen puts request-reply load on leaf-nats workers, checks that every ID
@@ -57,6 +63,26 @@ Usage: loadgen [flags]
 
 Every received ID is kept (8 bytes each) and sorted at the end to find
 duplicates; a duplicate makes the exit status 1. Bad flags exit with 2.
+
+  loadgen -mode segment -tag ledger -c 8 -d 30s -check-order -history run.jsonl
+  loadgen -check-history run.jsonl
+
+-check-order checks strict order across the whole run, the promise of a
+strict tag (vendor tags add <tag> -strict): when a reply was received before
+another request was sent, every ID of the later reply must be above every
+ID of the earlier one. Replies that break it are counted as
+order_violations; one makes the exit status 1. A normal tag served by
+several vendors breaks it (each vendor hands out its own segment), and so
+does snowflake across vendors (its IDs are only time-ordered): the check
+finds what strict tags prevent. With -prefetch a request is one Next call;
+with -retries, its first attempt is its send.
+
+-history FILE writes one JSON line per request: a header line with the
+run's wall-clock "start", then {"w":worker,"sent":ns,"recv":ns,"runs":
+[[first,count],...]} with the times in ns since the start, or "error":code
+instead of "runs". Lines are in chunks per worker, not in time order.
+-check-history FILE checks a history offline and counts the violations the
+online check counted (the Go function ordercheck.CheckHistory does the same).
 
 Flags:
 `
@@ -85,11 +111,26 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "timeout of each request attempt")
 	fs.IntVar(&c.retries, "retries", 0, "client retries on 503, timeout or no responders (0: report them as errors)")
+	fs.BoolVar(&c.checkOrder, "check-order", false, "check strict order across the run: count order_violations, exit 1 on one")
+	fs.StringVar(&c.history, "history", "", "write each request's send and receive times and IDs to `FILE` (JSON lines)")
+	fs.StringVar(&c.checkHistory, "check-history", "", "check the order of the history in `FILE` instead of putting load (with -json at most)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q; all settings are flags (loadgen -h)", fs.Arg(0))
+	}
+	if c.checkHistory != "" {
+		var other string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "check-history" && f.Name != "json" {
+				other = f.Name
+			}
+		})
+		if other != "" {
+			return c, fmt.Errorf("-%s with -check-history: checking a history puts no load; it takes -json only", other)
+		}
+		return c, nil
 	}
 	return c, c.validate()
 }
@@ -143,6 +184,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitUsage
 	}
+	if cfg.checkHistory != "" {
+		return checkHistory(cfg, stdout, stderr)
+	}
 	nc, err := nats.Connect(cfg.url, nats.Name("leaf-loadgen"))
 	if err != nil {
 		fmt.Fprintf(stderr, "loadgen: connect to %s: %v (set -url or LEAF_NATS_URL)\n", cfg.url, err)
@@ -164,36 +208,60 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitUsage
 	}
-	if cfg.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			fmt.Fprintf(stderr, "loadgen: %v\n", err)
-			return exitFail
-		}
-	} else {
-		r.print(stdout)
-	}
-	switch {
-	case r.Dups > 0 || r.Invalid > 0:
-		fmt.Fprintf(stderr, "loadgen: FAIL: %d duplicate and %d non-positive IDs\n", r.Dups, r.Invalid)
+	if err := output(cfg, r, r.print, stdout); err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
 		return exitFail
-	case r.Requests == 0:
-		fmt.Fprintf(stderr, "loadgen: FAIL: no request succeeded; the first error: %s\n", r.FirstError)
+	}
+	fails := r.failures()
+	for _, f := range fails {
+		fmt.Fprintf(stderr, "loadgen: FAIL: %s\n", f)
+	}
+	if len(fails) > 0 {
 		return exitFail
 	}
 	return exitOK
 }
 
-// worker is one goroutine's results. Only its goroutine writes hist and
-// ids; the counters are atomic for the progress line.
+// output writes the report v as JSON with -json, else as text.
+func output(cfg config, v any, text func(io.Writer), stdout io.Writer) error {
+	if !cfg.json {
+		text(stdout)
+		return nil
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// failures says what makes the run fail, if anything.
+func (r *report) failures() []string {
+	var fails []string
+	if r.Dups > 0 || r.Invalid > 0 {
+		fails = append(fails, fmt.Sprintf("%d duplicate and %d non-positive IDs", r.Dups, r.Invalid))
+	}
+	if r.Requests == 0 {
+		fails = append(fails, "no request succeeded; the first error: "+r.FirstError)
+	}
+	if r.OrderViolations != nil && *r.OrderViolations > 0 {
+		fails = append(fails, fmt.Sprintf("%d order violations; the first: %s", *r.OrderViolations, r.OrderExamples[0]))
+	}
+	if r.HistoryError != "" {
+		fails = append(fails, r.HistoryError)
+	}
+	return fails
+}
+
+// worker is one goroutine's results. Only its goroutine writes hist, ids
+// and history; the counters are atomic for the progress line.
 type worker struct {
+	index    int
 	hist     histogram
 	ids      []int64   // the chunk being filled
 	full     [][]int64 // filled chunks: no large copy as the IDs grow
 	errs     map[string]int64
-	firstErr string       // the first error's message
-	done     atomic.Int64 // successful requests
+	firstErr string             // the first error's message
+	history  *ordercheck.Buffer // nil without -history
+	done     atomic.Int64       // successful requests
 	failed   atomic.Int64
 	_        [64]byte // keep the next worker's counters off this cache line
 }
@@ -201,7 +269,59 @@ type worker struct {
 // take is one request: one Next, or one NextN of the batch.
 type take func(ctx context.Context, dst []int64) ([]int64, error)
 
+// shared is what a run's workers share.
+type shared struct {
+	cfg      config
+	do       take
+	tickets  atomic.Int64
+	start    time.Time
+	interval time.Duration       // open loop: between two tickets' due times
+	order    *ordercheck.Checker // stamps sends and replies; nil without -check-order and -history
+}
+
 func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*report, error) {
+	client, src, err := newSource(nc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	s := &shared{cfg: cfg, do: newTake(src, cfg.batch), start: time.Now()}
+	if cfg.rate > 0 {
+		s.interval = time.Duration(float64(time.Second) / cfg.rate)
+	}
+	if cfg.checkOrder || cfg.history != "" {
+		s.order = ordercheck.NewChecker(s.start)
+	}
+	hist, err := openHistory(cfg, src.Subject(), s.start)
+	if err != nil {
+		return nil, err
+	}
+	workers := make([]*worker, cfg.conc)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{index: i, errs: map[string]int64{}}
+		if hist != nil {
+			w.history = hist.w.Buffer(i)
+		}
+		workers[i] = w
+		wg.Go(func() { w.loop(ctx, s) })
+	}
+	stopProgress := progress(cfg, workers, s.start, stderr)
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(s.start)
+	r := summarize(cfg, workers, elapsed)
+	if cfg.checkOrder {
+		r.setOrder(s.order.Result())
+	}
+	if err := hist.finish(); err != nil {
+		r.HistoryError = err.Error()
+	}
+	return r, nil
+}
+
+// newSource returns the client and the source of the IDs cfg asks for.
+func newSource(nc *nats.Conn, cfg config) (*vending.Client, *vending.Source, error) {
 	cc := vending.ClientConfig{Timeout: cfg.timeout, Retries: cfg.retries, MaxBatch: cfg.maxBatch}
 	if cfg.retries == 0 {
 		cc.Retries = -1 // none
@@ -211,98 +331,111 @@ func load(ctx context.Context, nc *nats.Conn, cfg config, stderr io.Writer) (*re
 	}
 	client, err := vending.NewClient(nc, cc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer client.Close()
-	src := client.Snowflake()
-	if cfg.mode == "segment" {
-		if src, err = client.Segment(cfg.tag); err != nil {
-			return nil, err
-		}
+	if cfg.mode != "segment" {
+		return client, client.Snowflake(), nil
 	}
-	var do take = func(ctx context.Context, dst []int64) ([]int64, error) {
-		id, err := src.Next(ctx)
-		return append(dst, id), err
+	src, err := client.Segment(cfg.tag)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
 	}
-	if cfg.batch > 1 {
-		do = func(ctx context.Context, dst []int64) ([]int64, error) {
-			ids, err := src.NextN(ctx, cfg.batch)
+	return client, src, nil
+}
+
+func newTake(src *vending.Source, batch int) take {
+	if batch > 1 {
+		return func(ctx context.Context, dst []int64) ([]int64, error) {
+			ids, err := src.NextN(ctx, batch)
 			return append(dst, ids...), err
 		}
 	}
-
-	workers := make([]*worker, cfg.conc)
-	var tickets atomic.Int64
-	start := time.Now()
-	var interval time.Duration
-	if cfg.rate > 0 {
-		interval = time.Duration(float64(time.Second) / cfg.rate)
+	return func(ctx context.Context, dst []int64) ([]int64, error) {
+		id, err := src.Next(ctx)
+		return append(dst, id), err
 	}
-	var wg sync.WaitGroup
-	for i := range workers {
-		w := &worker{errs: map[string]int64{}}
-		workers[i] = w
-		wg.Go(func() { w.loop(ctx, cfg, do, &tickets, start, interval) })
-	}
-	stopProgress := progress(cfg, workers, start, stderr)
-	wg.Wait()
-	stopProgress()
-	elapsed := time.Since(start)
-	return summarize(cfg, workers, elapsed), nil
 }
 
-// loop issues requests until the count or the duration is reached. In an
-// open loop, ticket k is due at start + k*interval and its latency runs
-// from then, so time spent waiting for a free worker is counted.
-func (w *worker) loop(ctx context.Context, cfg config, do take, tickets *atomic.Int64, start time.Time, interval time.Duration) {
-	end := start.Add(cfg.d)
+// loop issues requests until the count or the duration is reached.
+func (w *worker) loop(ctx context.Context, s *shared) {
+	end := s.start.Add(s.cfg.d)
 	for ctx.Err() == nil {
-		if cap(w.ids)-len(w.ids) < cfg.batch {
-			w.newChunk(cfg.batch)
+		if cap(w.ids)-len(w.ids) < s.cfg.batch {
+			w.newChunk(s.cfg.batch)
 		}
-		k := tickets.Add(1) - 1
-		if cfg.n > 0 && k >= cfg.n {
+		k := s.tickets.Add(1) - 1
+		if s.cfg.n > 0 && k >= s.cfg.n {
 			return
 		}
-		began := time.Now()
-		if interval > 0 {
-			due := start.Add(time.Duration(k) * interval)
-			if cfg.d > 0 && !due.Before(end) {
-				return
-			}
-			if wait := due.Sub(began); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return
-				}
-			}
-			began = due
-		} else if cfg.d > 0 && !began.Before(end) {
+		began, ok := s.due(ctx, k, end)
+		if !ok || !w.request(ctx, s, began) {
 			return
 		}
-		before := len(w.ids)
-		ids, err := do(ctx, w.ids)
-		if err != nil {
-			if ctx.Err() != nil {
-				return // interrupted: not the service's error
-			}
-			w.errs[errorCode(err)]++
-			w.failed.Add(1)
-			if w.firstErr == "" {
-				w.firstErr = err.Error()
-			}
-			if errors.Is(err, vending.ErrBadRequest) || errors.Is(err, vending.ErrNotFound) {
-				return // asking again cannot help: the run says why
-			}
-			continue
-		}
-		w.hist.record(uint64(time.Since(began)))
-		w.ids = ids
-		w.done.Add(int64(len(ids) - before))
 	}
+}
+
+// due returns the time ticket k's latency counts from, after waiting for
+// it in an open loop, or false when the run ends first. In an open loop,
+// ticket k is due at start + k*interval and its latency runs from then, so
+// time spent waiting for a free worker is counted.
+func (s *shared) due(ctx context.Context, k int64, end time.Time) (time.Time, bool) {
+	now := time.Now()
+	if s.interval == 0 {
+		return now, s.cfg.d == 0 || now.Before(end)
+	}
+	due := s.start.Add(time.Duration(k) * s.interval)
+	if s.cfg.d > 0 && !due.Before(end) {
+		return due, false
+	}
+	if wait := due.Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return due, false
+		}
+	}
+	return due, true
+}
+
+// request sends one request and records what came back; false when the
+// worker should stop.
+func (w *worker) request(ctx context.Context, s *shared, began time.Time) bool {
+	var sent ordercheck.Sent
+	if s.order != nil {
+		sent = s.order.Send()
+	}
+	before := len(w.ids)
+	ids, err := s.do(ctx, w.ids)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false // interrupted: not the service's error
+		}
+		code := errorCode(err)
+		if w.history != nil {
+			w.history.Failure(sent.At, s.order.Now(), code)
+		}
+		w.errs[code]++
+		w.failed.Add(1)
+		if w.firstErr == "" {
+			w.firstErr = err.Error()
+		}
+		// Asking again cannot help: the run says why.
+		return !errors.Is(err, vending.ErrBadRequest) && !errors.Is(err, vending.ErrNotFound)
+	}
+	w.hist.record(uint64(time.Since(began)))
+	got := ids[before:]
+	if s.order != nil {
+		req := s.order.Receive(sent, w.index, slices.Min(got), slices.Max(got))
+		if w.history != nil {
+			w.history.Reply(req.Sent, req.Received, got)
+		}
+	}
+	w.ids = ids
+	w.done.Add(int64(len(got)))
+	return true
 }
 
 // chunkIDs is the size of a worker's ID chunk (512 KiB).
@@ -391,6 +524,10 @@ type report struct {
 	P999us       float64          `json:"p999_us"`
 	P9999us      float64          `json:"p9999_us"`
 	MaxUs        float64          `json:"max_us"`
+	// With -check-order only; the examples are the first few by receive time.
+	OrderViolations *int64   `json:"order_violations,omitempty"`
+	OrderExamples   []string `json:"order_examples,omitempty"`
+	HistoryError    string   `json:"history_error,omitempty"` // -history not written in full
 }
 
 func summarize(cfg config, workers []*worker, elapsed time.Duration) *report {
@@ -467,6 +604,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "          first: %s\n", r.FirstError)
 	}
 	fmt.Fprintf(w, "dups      %d  (non-positive: %d)\n", r.Dups, r.Invalid)
+	r.printOrder(w)
 }
 
 func fmtUs(us float64) string {

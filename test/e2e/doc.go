@@ -31,6 +31,9 @@
 //     running vendors, with no crash and no store write. The codec and tag
 //     parser are also fuzzed (FuzzParseCount, FuzzDecodeText in vending,
 //     FuzzValidateTag in segment).
+//   - TestLoadgenOrder: the loadgen binary with -check-order against two
+//     vendors finds order violations on a normal tag (step 10) and none on
+//     a strict tag; -check-history of each run's history counts the same.
 //
 // Each scenario prints one summary line (IDs collected, duplicates, errors
 // by code, elapsed) with t.Logf and on standard output; go test shows them

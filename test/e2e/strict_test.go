@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/ordercheck"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -49,28 +49,23 @@ func (l *strictLog) fail(what string) {
 }
 
 // orderViolations counts the calls sent after another call's reply was
-// received whose IDs are not all above that reply's, in O(n log n): sweep
-// the calls by sending time, with the highest ID of every reply received
-// before.
+// received whose IDs are not all above that reply's (ordercheck.Check, on
+// times counted from the first call's send).
 func orderViolations(calls []strictCall) (violations int, example string) {
-	bySent := slices.Clone(calls)
-	slices.SortFunc(bySent, func(a, b strictCall) int { return a.sent.Compare(b.sent) })
-	byRecv := slices.Clone(calls)
-	slices.SortFunc(byRecv, func(a, b strictCall) int { return a.received.Compare(b.received) })
-	high, done := int64(-1), 0
-	for _, c := range bySent {
-		for done < len(byRecv) && byRecv[done].received.Before(c.sent) {
-			high = max(high, byRecv[done].runs[len(byRecv[done].runs)-1].Last())
-			done++
-		}
-		if first := c.runs[0].First; first <= high {
-			if violations == 0 {
-				example = "ID " + strconv.FormatInt(first, 10) + " after " + strconv.FormatInt(high, 10) + " was received"
-			}
-			violations++
-		}
+	var t0 time.Time // any origin on the monotonic clock: only the times' order counts
+	if len(calls) > 0 {
+		t0 = calls[0].sent
 	}
-	return violations, example
+	reqs := make([]ordercheck.Request, len(calls))
+	for i, c := range calls {
+		reqs[i] = ordercheck.Request{Sent: int64(c.sent.Sub(t0)), Received: int64(c.received.Sub(t0)),
+			Low: c.runs[0].First, High: c.runs[len(c.runs)-1].Last()}
+	}
+	res := ordercheck.Check(reqs)
+	if res.Violations > 0 {
+		example = res.Examples[0].String()
+	}
+	return int(res.Violations), example
 }
 
 // strictLeader returns the PID of the vendor leading tag, 0 when none.
