@@ -181,10 +181,10 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor 
 		if r.MovedTo != "" {
 			return fmt.Errorf("%w: to %s", segment.ErrStoreMoved, r.MovedTo)
 		}
-		base := r.MaxID
+		base, end := r.MaxID, segment.Whole.End
 		if floor != nil {
 			var err error
-			if base, err = floor(r.MaxID); err != nil {
+			if base, end, err = floor(r.MaxID); err != nil {
 				return err
 			}
 			if base < r.MaxID {
@@ -194,7 +194,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor 
 		if inc < 1 {
 			return fmt.Errorf("max_id %d: step %d is out of range; fix it with: vendor tags set-step %s 1000", base, inc, tag)
 		}
-		if allocated = segment.Grant(base, inc); allocated == 0 {
+		if allocated = segment.Grant(base, inc, end); allocated == 0 {
 			return &segment.TagError{Tag: tag, Err: segment.ErrExhausted}
 		}
 		r.MaxID = base + allocated

@@ -77,6 +77,10 @@ type Options struct {
 	// (see Marks). Without it the allocator still never allocates below
 	// what it allocated itself.
 	Marks Marks
+	// Block is the IDs the allocator hands out: its region's
+	// (RegionBlock). Zero means Whole, every positive ID. A row whose
+	// max_id is outside it is not allocated from (ErrOtherRegion).
+	Block Block
 	// GiveBack, at Close, returns to the store the IDs this allocator holds
 	// unused at the top of a tag (Store.Return, Marks lowered first), so
 	// that a clean restart skips none. It needs a store that implements
@@ -121,6 +125,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RateBurst == 0 {
 		o.RateBurst = max(1, math.Ceil(o.RateLimit))
+	}
+	if o.Block == (Block{}) {
+		o.Block = Whole
+	}
+	if o.Block.First < 1 || o.Block.End <= o.Block.First {
+		errs = append(errs, fmt.Errorf("Options.Block [%d, %d): want a block of positive IDs (RegionBlock)", o.Block.First, o.Block.End))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -28,7 +28,7 @@ func (e *TagError) Error() string {
 	case ErrTagExists:
 		return fmt.Sprintf("segment: tag %q already exists (see it with: vendor tags list)", e.Tag)
 	case ErrExhausted:
-		return fmt.Sprintf("segment: tag %q is used up: its max_id reached the largest ID, %d; use another tag (vendor tags add)", e.Tag, int64(math.MaxInt64))
+		return fmt.Sprintf("segment: tag %q is used up: its max_id reached the end of its IDs; use another tag (vendor tags add)", e.Tag)
 	}
 	return fmt.Sprintf("segment: tag %q: %v", e.Tag, e.Err)
 }

@@ -74,19 +74,24 @@ func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
 	if floor != nil && f.stale != 0 {
-		if _, err := floor(f.stale); err != nil {
+		if _, _, err := floor(f.stale); err != nil {
 			return segment.Row{}, err
 		}
 		f.stale = 0
 	}
+	end := segment.Whole.End
 	if floor != nil {
-		base, err := floor(r.MaxID)
+		base, e, err := floor(r.MaxID)
 		if err != nil {
 			return segment.Row{}, err
 		}
-		r.MaxID = base
+		r.MaxID, end = base, e
 	}
-	r.MaxID += cmpOr(step, r.Step)
+	r.Allocated = segment.Grant(r.MaxID, cmpOr(step, r.Step), end)
+	if r.Allocated == 0 {
+		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrExhausted}
+	}
+	r.MaxID += r.Allocated
 	f.rows[tag] = r
 	return r, nil
 }

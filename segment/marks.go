@@ -31,9 +31,11 @@ type Marks interface {
 
 // Floor is run by Store.Alloc with a tag's max_id as the store has it,
 // while no other allocation of the tag can commit (under the row's lock, or
-// within its compare-and-set): it returns the max_id to allocate from, at
-// least maxID, above it when the store went back.
-type Floor func(maxID int64) (int64, error)
+// within its compare-and-set): it returns the max_id to allocate from
+// (base, at least maxID, above it when the store went back) and the
+// highest max_id the allocation may reach (end: the end of the region's
+// IDs, Options.Block), or why the row cannot be allocated from.
+type Floor func(maxID int64) (base, end int64, err error)
 
 // Rewind is a store found behind what was handed out.
 type Rewind struct {
@@ -97,25 +99,29 @@ func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segm
 // allocation committed is below that vendor's mark without having gone
 // back.
 func (a *Allocator) floor(ctx context.Context, b *buffer, found **Rewind) Floor {
-	return func(maxID int64) (int64, error) {
+	return func(maxID int64) (int64, int64, error) {
 		*found = nil
+		end := a.opt.Block.End
+		if err := a.opt.Block.check(b.tag, maxID); err != nil {
+			return 0, 0, err
+		}
 		b.mu.Lock()
 		mark, from := b.high, "this vendor, which served them"
 		b.mu.Unlock()
 		if a.opt.Marks != nil {
 			m, err := a.opt.Marks.Mark(ctx, b.tag)
 			if err != nil {
-				return 0, fmt.Errorf("%w: tag %q: how far it was handed out is not known outside the store: %w", ErrUnavailable, b.tag, err)
+				return 0, 0, fmt.Errorf("%w: tag %q: how far it was handed out is not known outside the store: %w", ErrUnavailable, b.tag, err)
 			}
 			if m > mark {
 				mark, from = m, "the marks kept outside the store"
 			}
 		}
 		if maxID >= mark {
-			return maxID, nil
+			return maxID, end, nil
 		}
 		*found = &Rewind{Tag: b.tag, Store: maxID, Mark: mark, From: from, At: a.opt.Now()}
-		return mark, nil
+		return mark, end, nil
 	}
 }
 

@@ -450,7 +450,7 @@ func (st *simStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 	}
 	if floor != nil {
 		st.mu.Unlock() // the floor reads the marks, which take the lock too
-		f, err := floor(maxID)
+		f, _, err := floor(maxID)
 		st.mu.Lock()
 		if err != nil {
 			return segment.Row{}, err

@@ -3,7 +3,6 @@ package segment
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 )
 
@@ -27,8 +26,12 @@ var (
 	// ErrRateLimited is returned by a take beyond Options.RateLimit.
 	ErrRateLimited = errors.New("segment: rate limited")
 	// ErrExhausted is returned for a tag whose IDs are used up: its
-	// max_id reached the largest int64. Waiting cannot help.
-	ErrExhausted = errors.New("segment: the tag's IDs are used up: its max_id reached the largest ID, 9223372036854775807; use another tag")
+	// max_id reached the end of its IDs (the largest int64, or its
+	// region's last). Waiting cannot help.
+	ErrExhausted = errors.New("segment: the tag's IDs are used up: its max_id reached the end of its IDs; use another tag")
+	// ErrOtherRegion is wrapped for a row whose max_id is not in the
+	// allocator's region (Options.Block): the store is another region's.
+	ErrOtherRegion = errors.New("segment: the row is another region's")
 	// ErrRefused is wrapped by a store that refuses this client for a
 	// reason waiting cannot fix: a wrong user or password, a database that
 	// does not exist.
@@ -121,12 +124,4 @@ type AdminStore interface {
 	// Raise makes every ID handed out for the row's tag from now on at
 	// least its MaxID, creating the row if needed; it never lowers one.
 	Raise(ctx context.Context, r Row) error
-}
-
-// Grant is how many IDs an allocation of step from max_id base gives: step,
-// or what is left below the largest int64 when that is less; 0 when the
-// tag's IDs are used up. Stores use it so that every ID up to the limit can
-// be handed out.
-func Grant(base, step int64) int64 {
-	return max(0, min(step, math.MaxInt64-base))
 }

@@ -251,11 +251,11 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment
 		if step == 0 {
 			step = rowStep
 		}
-		base, err := checkFloor(floor, maxID)
+		base, end, err := checkFloor(floor, maxID)
 		if err != nil {
 			return err
 		}
-		if step = segment.Grant(base, step); step == 0 {
+		if step = segment.Grant(base, step, end); step == 0 {
 			return &segment.TagError{Tag: tag, Err: segment.ErrExhausted}
 		}
 		r.Allocated = step
@@ -289,15 +289,15 @@ func (s *Store) Return(ctx context.Context, tag string, from, to int64) (bool, e
 var _ segment.Returner = (*Store)(nil)
 
 // checkFloor runs floor (nil: none) on maxID and checks what it returns.
-func checkFloor(floor segment.Floor, maxID int64) (int64, error) {
+func checkFloor(floor segment.Floor, maxID int64) (base, end int64, err error) {
 	if floor == nil {
-		return maxID, nil
+		return maxID, segment.Whole.End, nil
 	}
-	base, err := floor(maxID)
+	base, end, err = floor(maxID)
 	if err == nil && base < maxID {
 		err = fmt.Errorf("the floor of max_id %d is %d, below it (a bug)", maxID, base)
 	}
-	return base, err
+	return base, end, err
 }
 
 // Tags lists every tag, ordered, with its mode.
