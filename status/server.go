@@ -25,11 +25,15 @@ var statusPage []byte
 type ServerConfig struct {
 	// Addr is the address to listen on (LEAF_HTTP_ADDR).
 	Addr string
-	// MaxConns bounds the connections held (LEAF_HTTP_MAX_CONNS). Default
-	// 1024.
+	// MaxConns bounds the connections held (LEAF_HTTP_MAX_CONNS), beyond
+	// the healthConns kept for health checks. Default 1024.
 	MaxConns int
 	Logger   *slog.Logger
 }
+
+// healthConns is how many connections past MaxConns are kept for /healthz
+// and /readyz (connLimit).
+const healthConns = 16
 
 // Server serves the status page, /status.json, /history.json,
 // /cluster.json, /metrics, /healthz, /readyz and, when configured, Leaf's
@@ -71,11 +75,11 @@ func OpenServer(c ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LEAF_HTTP_ADDR %s: %w (set LEAF_HTTP_ADDR to a free address, or empty to disable)", c.Addr, err)
 	}
-	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns), step: "starting"}
+	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns, healthConns), step: "starting"}
 	var starting http.Handler = http.HandlerFunc(hs.serveStarting)
 	hs.handler.Store(&starting)
 	hs.srv = &http.Server{
-		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { (*hs.handler.Load()).ServeHTTP(rw, r) }),
+		Handler: http.HandlerFunc(hs.route),
 		// A client can neither hold a connection open by sending slowly
 		// nor by not reading: each stage of a request has a deadline.
 		ReadHeaderTimeout: 5 * time.Second,
@@ -84,6 +88,7 @@ func OpenServer(c ServerConfig) (*Server, error) {
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ConnState:         hs.conns.track,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelDebug),
 	}
 	hs.wg.Go(func() {
@@ -93,6 +98,21 @@ func OpenServer(c ServerConfig) (*Server, error) {
 	})
 	c.Logger.Info("status page, metrics and health", "url", "http://"+hs.addr+"/")
 	return hs, nil
+}
+
+// route serves r with the handler of the moment; on a connection kept for
+// health checks, /healthz and /readyz only, and the connection is closed
+// after its answer.
+func (hs *Server) route(rw http.ResponseWriter, r *http.Request) {
+	if healthOnly(r.Context()) {
+		rw.Header().Set("Connection", "close")
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+			rw.Header().Set("Retry-After", "1")
+			http.Error(rw, "busy: every connection is serving a request; only /healthz and /readyz are answered", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	(*hs.handler.Load()).ServeHTTP(rw, r)
 }
 
 // Starting records what the start is doing, and why its last try failed

@@ -63,7 +63,7 @@ type Config struct {
 	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
 
 	HTTPAddr     string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
-	HTTPMaxConns int    `envconfig:"HTTP_MAX_CONNS" default:"1024" desc:"most connections the HTTP server holds; past it a new one closes the oldest idle one"`
+	HTTPMaxConns int    `envconfig:"HTTP_MAX_CONNS" default:"1024" desc:"most connections the HTTP server holds; past it a new one closes the oldest idle one; 16 more serve /healthz and /readyz"`
 	LogFormat    string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
 	LogLevel     string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 
