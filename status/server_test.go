@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,32 @@ func (fakeGuard) Status() cluster.Status { return cluster.Status{} }
 func newFakeState(alloc *fakeAllocator) *State {
 	return NewState(Sources{Instance: "test", Keeper: fakeKeeper{}, Allocator: alloc, Store: fakeRows{}, Guard: fakeGuard{},
 		Clock: snowflake.SystemClock{}, Connected: func() bool { return true }})
+}
+
+// /readyz costs the same whatever the number of tags: it reads them only
+// when the store is down, to see whether any has IDs left.
+func TestReadyzReadsTagsOnlyWhenTheStoreIsDown(t *testing.T) {
+	alloc := &fakeAllocator{left: map[string]int64{}}
+	for i := range 10_000 {
+		alloc.left[fmt.Sprintf("t%05d", i)] = 0 // used up
+	}
+	state := newFakeState(alloc)
+	ready := func() (int, string) {
+		rec := httptest.NewRecorder()
+		state.serveReady(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := ready(); code != http.StatusOK || alloc.snapshots.Load() != 0 {
+		t.Fatalf("store up: %d %q, tags read %d times", code, body, alloc.snapshots.Load())
+	}
+	alloc.down.Store(true)
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, "no buffered segments") || alloc.snapshots.Load() != 1 {
+		t.Fatalf("store down, nothing buffered: %d %q, tags read %d times", code, body, alloc.snapshots.Load())
+	}
+	alloc.left["t09999"] = 10
+	if code, body := ready(); code != http.StatusOK {
+		t.Fatalf("store down, a tag buffered: %d %q", code, body)
+	}
 }
 
 // With every connection the server holds busy (readers that do not read,
