@@ -29,7 +29,7 @@ import (
 // default works on a laptop: embedded NATS, segments in JetStream KV.
 type Config struct {
 	NATSURL      string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server with JetStream"`
-	NATSListen   string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"embedded server's client address (host:port)"`
+	NATSListen   string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"embedded server's client address (host:port); it has no authentication: beyond loopback the vendor warns at start"`
 	NATSStoreDir string `envconfig:"NATS_STORE_DIR" default:"leaf-data" desc:"embedded server's JetStream storage; survives restarts"`
 	NATSCreds    string `envconfig:"NATS_CREDS" desc:"credentials file (JWT + nkey seed) for LEAF_NATS_URL"`
 	NATSNKey     string `envconfig:"NATS_NKEY" desc:"nkey seed file for LEAF_NATS_URL"`
