@@ -141,19 +141,19 @@ func (a *StatsAsker) stats(ctx context.Context, wait time.Duration) ([]micro.Sta
 	return out, err
 }
 
-// serveCluster is /cluster.json: every vendor of the cluster, or 403 with
-// the reason when NATS refuses to let this vendor ask.
-func (a *StatsAsker) serveCluster(rw http.ResponseWriter, r *http.Request) {
-	stats, err := a.stats(r.Context(), 300*time.Millisecond)
+// clusterAnswer is /cluster.json: every vendor of the cluster, or 403 with
+// the reason when NATS refuses to let this vendor ask. Each costs the NATS
+// traffic of every vendor's stats: it is shared (Server.Serve), never
+// asked per reader.
+func (a *StatsAsker) clusterAnswer() answer {
+	stats, err := a.stats(context.Background(), 300*time.Millisecond)
 	switch {
 	case errors.Is(err, errPeersDenied):
-		http.Error(rw, err.Error(), http.StatusForbidden)
-		return
+		return textAnswer(http.StatusForbidden, err.Error())
 	case err != nil:
-		http.Error(rw, fmt.Sprintf("cannot ask the other vendors: %v", err), http.StatusBadGateway)
-		return
+		return textAnswer(http.StatusBadGateway, fmt.Sprintf("cannot ask the other vendors: %v", err))
 	}
-	writeJSON(rw, clusterView(stats))
+	return jsonAnswer(clusterView(stats))
 }
 
 // ClusterEntry is one vendor on the status page's cluster table.

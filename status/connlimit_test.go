@@ -19,7 +19,7 @@ func TestConnLimitServesPastIdleConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newConnLimit(ln, 10)
+	lim := newConnLimit(ln, 10, 0)
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
 		ReadHeaderTimeout: time.Minute, // longer than the test: only the cap frees connections

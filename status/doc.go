@@ -12,6 +12,23 @@
 // oldest idle one), so that no client can hold the descriptors the vendor
 // and its embedded NATS server need.
 //
+// No reader can make the vendor pay for its numbers either (issue 27):
+//
+//   - /healthz and /readyz answer whatever else is open. When every
+//     connection under the cap is busy (readers that do not read,
+//     pipelined requests), a new one goes to a few kept past it for them
+//     alone (connLimit); /readyz reads no tag while the store answers.
+//   - The answers whose cost grows with the tags or the vendors (/metrics,
+//     /status.json, /cluster.json) are computed at most once a second, and
+//     at most a tenth of the time when one takes long, for all the
+//     requests waiting (shared): looping readers cannot keep a core busy,
+//     and the cluster table's NATS traffic does not grow with its readers.
+//     A request never gets an answer older than itself.
+//   - Each such answer is kept gzipped and served a few requests at a time
+//     (turns), in chunks whose writes must go through within seconds, so
+//     that a reader that stops reading is cut and the memory held stays
+//     bounded whatever the number of readers.
+//
 // /readyz answers 200 while the vendor can vend (a worker-ID lease held,
 // the contract checked, a segment store that answers or buffers not
 // empty), else 503 and why; a vendor that cannot see some of its peers says

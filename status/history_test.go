@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,19 +16,25 @@ import (
 )
 
 // fakeAllocator has tags whose current segments are [0, 100), value
-// at left[tag] below the end.
-type fakeAllocator struct{ left map[string]int64 }
+// at left[tag] below the end, in a store that is up unless down; it
+// counts the times its tags are read.
+type fakeAllocator struct {
+	left      map[string]int64
+	down      atomic.Bool
+	snapshots atomic.Int64
+}
 
 var _ Allocator = (*fakeAllocator)(nil)
 
 func (a *fakeAllocator) Snapshot() []segment.TagStatus {
+	a.snapshots.Add(1)
 	var out []segment.TagStatus
 	for tag, left := range a.left {
 		out = append(out, segment.TagStatus{Tag: tag, Current: segment.Segment{Start: 0, Value: 100 - left, End: 100}})
 	}
 	return out
 }
-func (a *fakeAllocator) StoreUp() bool                    { return true }
+func (a *fakeAllocator) StoreUp() bool                    { return !a.down.Load() }
 func (a *fakeAllocator) Known() int                       { return len(a.left) }
 func (a *fakeAllocator) Rewinds() (int64, segment.Rewind) { return 0, segment.Rewind{} }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 //go:embed status.html
@@ -25,11 +26,15 @@ var statusPage []byte
 type ServerConfig struct {
 	// Addr is the address to listen on (LEAF_HTTP_ADDR).
 	Addr string
-	// MaxConns bounds the connections held (LEAF_HTTP_MAX_CONNS). Default
-	// 1024.
+	// MaxConns bounds the connections held (LEAF_HTTP_MAX_CONNS), beyond
+	// the healthConns kept for health checks. Default 1024.
 	MaxConns int
 	Logger   *slog.Logger
 }
+
+// healthConns is how many connections past MaxConns are kept for /healthz
+// and /readyz (connLimit).
+const healthConns = 16
 
 // Server serves the status page, /status.json, /history.json,
 // /cluster.json, /metrics, /healthz, /readyz and, when configured, Leaf's
@@ -42,6 +47,7 @@ type Server struct {
 	conns   *connLimit
 	wg      sync.WaitGroup
 	handler atomic.Pointer[http.Handler]
+	stop    chan struct{} // closed at Close: requests waiting for expensive answers stop waiting
 
 	mu   sync.Mutex
 	step string // what the start is doing
@@ -71,19 +77,23 @@ func OpenServer(c ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LEAF_HTTP_ADDR %s: %w (set LEAF_HTTP_ADDR to a free address, or empty to disable)", c.Addr, err)
 	}
-	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns), step: "starting"}
+	hs := &Server{addr: ln.Addr().String(), conns: newConnLimit(ln, c.MaxConns, healthConns), step: "starting", stop: make(chan struct{})}
 	var starting http.Handler = http.HandlerFunc(hs.serveStarting)
 	hs.handler.Store(&starting)
 	hs.srv = &http.Server{
-		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { (*hs.handler.Load()).ServeHTTP(rw, r) }),
+		Handler: http.HandlerFunc(hs.route),
 		// A client can neither hold a connection open by sending slowly
-		// nor by not reading: each stage of a request has a deadline.
+		// nor by not reading: each stage of a request has a deadline of
+		// seconds. The expensive answers set their own, on each write
+		// (turns); the write time-out also resets theirs for the next
+		// request.
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      time.Minute,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ConnState:         hs.conns.track,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelDebug),
 	}
 	hs.wg.Go(func() {
@@ -93,6 +103,21 @@ func OpenServer(c ServerConfig) (*Server, error) {
 	})
 	c.Logger.Info("status page, metrics and health", "url", "http://"+hs.addr+"/")
 	return hs, nil
+}
+
+// route serves r with the handler of the moment; on a connection kept for
+// health checks, /healthz and /readyz only, and the connection is closed
+// after its answer.
+func (hs *Server) route(rw http.ResponseWriter, r *http.Request) {
+	if healthOnly(r.Context()) {
+		rw.Header().Set("Connection", "close")
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+			rw.Header().Set("Retry-After", "1")
+			http.Error(rw, "busy: every connection is serving a request; only /healthz and /readyz are answered", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	(*hs.handler.Load()).ServeHTTP(rw, r)
 }
 
 // Starting records what the start is doing, and why its last try failed
@@ -120,9 +145,13 @@ func (hs *Server) serveStarting(rw http.ResponseWriter, r *http.Request) {
 }
 
 // Serve serves the vendor's state, metrics and cluster table from now on.
+// The answers that cost in proportion to the tags or the vendors (the
+// metrics, the status JSON, the cluster table) are each computed at most
+// once a second for all the requests waiting for them (shared), served a
+// few requests at a time, and written with deadlines (turns).
 func (hs *Server) Serve(h Handlers) {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{Registry: h.Registry}))
+	mux.Handle("GET /metrics", turns(hs.stop, promhttp.HandlerFor(sharedGatherer(hs.stop, h.Registry), promhttp.HandlerOpts{Registry: h.Registry})))
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(rw, "ok")
 	})
@@ -131,15 +160,8 @@ func (hs *Server) Serve(h Handlers) {
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 		rw.Write(statusPage)
 	})
-	mux.HandleFunc("GET /status.json", func(rw http.ResponseWriter, r *http.Request) {
-		s := h.State.Snapshot(true)
-		if r.URL.Query().Get("tags") != "all" {
-			s.Trim(PageTags)
-		}
-		h.State.addLeaders(r.Context(), s.Segments.Tags)
-		writeJSON(rw, s)
-	})
-	mux.HandleFunc("GET /cluster.json", h.Peers.serveCluster)
+	mux.Handle("GET /status.json", h.State.statusHandler(hs.stop))
+	mux.Handle("GET /cluster.json", sharedAnswer(hs.stop, false, h.Peers.clusterAnswer))
 	if h.History != nil {
 		mux.HandleFunc("GET /history.json", h.History.serveHistory)
 	}
@@ -150,12 +172,60 @@ func (hs *Server) Serve(h Handlers) {
 	hs.handler.Store(&handler)
 }
 
+// sharedGatherer gathers g's metrics at most once an interval for all the
+// scrapes waiting (shared): a scrape reads every tag's state.
+func sharedGatherer(stop <-chan struct{}, g prometheus.Gatherer) prometheus.Gatherer {
+	type gathered struct {
+		mfs []*dto.MetricFamily
+		err error
+	}
+	s := newShared(stop, true, func() gathered {
+		mfs, err := g.Gather()
+		return gathered{mfs, err}
+	})
+	// promhttp reads the families it is given, never changes them.
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		g, err := s.get()
+		if err != nil {
+			return nil, err
+		}
+		return g.mfs, g.err
+	})
+}
+
+// statusHandler is /status.json: the tags the page shows (PageTags), or
+// with ?tags=all every one; each computed as shared.
+func (v *State) statusHandler(stop <-chan struct{}) http.Handler {
+	page := sharedAnswer(stop, true, func() answer { return v.statusAnswer(PageTags) })
+	all := sharedAnswer(stop, true, func() answer { return v.statusAnswer(0) })
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("tags") == "all" {
+			all.ServeHTTP(rw, r)
+			return
+		}
+		page.ServeHTTP(rw, r)
+	})
+}
+
+// statusAnswer is the state with the store's rows and at most tags tags
+// (0: all), their leaders named.
+func (v *State) statusAnswer(tags int) answer {
+	s := v.Snapshot(true)
+	if tags > 0 {
+		s.Trim(tags)
+	}
+	v.addLeaders(context.Background(), s.Segments.Tags)
+	return jsonAnswer(s)
+}
+
 // Addr returns the address served.
 func (hs *Server) Addr() string { return hs.addr }
 
 // serveReady is /readyz: 200 while the vendor can vend, else 503 and why.
+// It reads no tag while the store answers, so that probes cost the same
+// whatever the number of tags.
 func (v *State) serveReady(rw http.ResponseWriter, _ *http.Request) {
-	s := v.Snapshot(false)
+	s := v.readiness()
 	if !s.Ready {
 		http.Error(rw, "not ready: "+s.NotReady, http.StatusServiceUnavailable)
 		return
@@ -182,8 +252,10 @@ func writeJSON(rw http.ResponseWriter, v any) {
 }
 
 // Close stops serving: it waits for the requests in flight, or for ctx
-// (then it closes their connections).
+// (then it closes their connections). Requests waiting for an expensive
+// answer stop waiting at once. Call it once.
 func (hs *Server) Close(ctx context.Context) error {
+	close(hs.stop)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := hs.srv.Shutdown(ctx)

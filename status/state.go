@@ -242,6 +242,34 @@ func toRange(s segment.Segment) segRange { return segRange{s.Start, s.Value, s.E
 // two seconds, so a page refreshing every second costs the store little)
 // and the request counts.
 func (v *State) Snapshot(withRows bool) Status {
+	s, ks := v.head()
+	var buffered bool
+	s.Segments.Tags, buffered = v.tags()
+	s.Segments.TagsTotal = max(v.src.Allocator.Known(), len(s.Segments.Tags))
+	if withRows {
+		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
+		s.Requests = v.src.Requests.counts()
+	}
+	s.NotReady = notReady(s, ks, buffered)
+	s.Ready = s.NotReady == ""
+	return s
+}
+
+// readiness is Snapshot without the tags, what /readyz says: they are read
+// only when the store is down, to see whether buffers are left.
+func (v *State) readiness() Status {
+	s, ks := v.head()
+	buffered := false
+	if !s.Segments.StoreUp {
+		_, buffered = v.tags()
+	}
+	s.NotReady = notReady(s, ks, buffered)
+	s.Ready = s.NotReady == ""
+	return s
+}
+
+// head is the state but for its tags, and the worker-ID keeper's status.
+func (v *State) head() (Status, workerid.Status) {
 	s := Status{Instance: v.src.Instance, Started: v.started, Now: v.src.Clock.Now().UTC()}
 	ks := v.src.Keeper.Status()
 	s.Worker = WorkerStatus{
@@ -271,7 +299,12 @@ func (v *State) Snapshot(withRows bool) Status {
 	if s.Segments.Rewinds, rw = v.src.Allocator.Rewinds(); s.Segments.Rewinds > 0 && time.Since(rw.At) < RewindShown {
 		s.Segments.LastRewind = rw.At.UTC().Format(time.RFC3339) + ": " + rw.String()
 	}
-	buffered := false
+	s.NATS = v.src.Connected()
+	return s, ks
+}
+
+// tags are the tags asked for, and whether any has IDs buffered.
+func (v *State) tags() (out []tagStatus, buffered bool) {
 	for _, t := range v.src.Allocator.Snapshot() {
 		ts := tagStatus{
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
@@ -290,17 +323,9 @@ func (v *State) Snapshot(withRows bool) Status {
 			ts.LastError = t.LastError.Error()
 		}
 		buffered = buffered || t.Current.Value < t.Current.End || t.NextReady
-		s.Segments.Tags = append(s.Segments.Tags, ts)
+		out = append(out, ts)
 	}
-	s.Segments.TagsTotal = max(v.src.Allocator.Known(), len(s.Segments.Tags))
-	if withRows {
-		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
-		s.Requests = v.src.Requests.counts()
-	}
-	s.NATS = v.src.Connected()
-	s.NotReady = notReady(s, ks, buffered)
-	s.Ready = s.NotReady == ""
-	return s
+	return out, buffered
 }
 
 // notReady says why the vendor cannot vend, or "".

@@ -29,7 +29,7 @@ import (
 // default works on a laptop: embedded NATS, segments in JetStream KV.
 type Config struct {
 	NATSURL      string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server with JetStream"`
-	NATSListen   string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"embedded server's client address (host:port)"`
+	NATSListen   string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"embedded server's client address (host:port); it has no authentication: beyond loopback the vendor warns at start"`
 	NATSStoreDir string `envconfig:"NATS_STORE_DIR" default:"leaf-data" desc:"embedded server's JetStream storage; survives restarts"`
 	NATSCreds    string `envconfig:"NATS_CREDS" desc:"credentials file (JWT + nkey seed) for LEAF_NATS_URL"`
 	NATSNKey     string `envconfig:"NATS_NKEY" desc:"nkey seed file for LEAF_NATS_URL"`
@@ -67,7 +67,7 @@ type Config struct {
 	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
 
 	HTTPAddr     string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
-	HTTPMaxConns int    `envconfig:"HTTP_MAX_CONNS" default:"1024" desc:"most connections the HTTP server holds; past it a new one closes the oldest idle one"`
+	HTTPMaxConns int    `envconfig:"HTTP_MAX_CONNS" default:"1024" desc:"most connections the HTTP server holds; past it a new one closes the oldest idle one; 16 more serve /healthz and /readyz"`
 	LogFormat    string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
 	LogLevel     string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 

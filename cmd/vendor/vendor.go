@@ -365,7 +365,7 @@ func (v *vendor) seedClocks(ctx context.Context, js jetstream.JetStream, clock s
 		return nil
 	}
 	skew := v.cfg.ClockMaxSkew
-	if host, _, err := net.SplitHostPort(v.cfg.NATSListen); err == nil && (host == "localhost" || net.ParseIP(host).IsLoopback()) {
+	if loopback(v.cfg.NATSListen) {
 		skew = 0
 	}
 	bound := clock.Now().Add(skew + cluster.ClockMargin).UnixMilli()
@@ -392,6 +392,13 @@ func (v *vendor) startEmbedded() (string, error) {
 		return "", err
 	}
 	v.lock = lock
+	if !loopback(cfg.NATSListen) {
+		// The embedded server has no users: anyone who reaches it can
+		// delete the buckets that uniqueness rests on, or vend.
+		v.log.Warn("embedded NATS listens beyond loopback with no authentication", "listen", cfg.NATSListen,
+			"risk", "anyone who reaches it can rewrite the state IDs rest on, or vend",
+			"hint", "set LEAF_NATS_LISTEN=127.0.0.1:4222, or run nats-server with docs/nats-server.conf and set LEAF_NATS_URL (docs/security.md)")
+	}
 	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
 	if errors.Is(err, natsserver.ErrAddrInUse) {
 		return "", fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
@@ -406,6 +413,13 @@ func (v *vendor) startEmbedded() (string, error) {
 	}
 	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir)
 	return srv.ClientURL(), nil
+}
+
+// loopback says whether a listen address (host:port) is reachable from
+// this host only.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	return err == nil && (host == "localhost" || net.ParseIP(host).IsLoopback())
 }
 
 // keeperConfig configures the worker-ID keeper: claims through the

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leaf-nats/leaf/internal/natstest"
+)
+
+func TestLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		want   bool
+	}{
+		{"127.0.0.1:4222", true}, {"127.0.0.2:4222", true}, {"localhost:4222", true}, {"[::1]:4222", true},
+		{"0.0.0.0:4222", false}, {":4222", false}, {"[::]:4222", false}, {"10.0.0.5:4222", false}, {"nats.internal:4222", false}, {"nonsense", false},
+	} {
+		if got := loopback(tc.listen); got != tc.want {
+			t.Errorf("loopback(%q) = %v, want %v", tc.listen, got, tc.want)
+		}
+	}
+}
+
+// The embedded server has no authentication: a vendor whose embedded
+// server would listen beyond loopback says so at start, and one on
+// loopback does not.
+func TestEmbeddedBeyondLoopbackWarns(t *testing.T) {
+	const warning = "embedded NATS listens beyond loopback with no authentication"
+	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+	t.Setenv("LEAF_HTTP_ADDR", "")
+	// TEST-NET-1 (RFC 5737) is no host's: the server cannot start there,
+	// so the test opens nothing to the network.
+	t.Setenv("LEAF_NATS_LISTEN", "192.0.2.1:4222")
+	var out syncBuffer
+	if code := run(context.Background(), nil, &out, &out); code != 1 || !strings.Contains(out.String(), warning) || !strings.Contains(out.String(), "hint=") {
+		t.Fatalf("embedded server beyond loopback: exit %d, want 1 after the warning:\n%s", code, out.String())
+	}
+	t.Setenv("LEAF_NATS_LISTEN", "127.0.0.1:"+strconv.Itoa(natstest.FreePort(t)))
+	stop, logs := startVendor(t, nil)
+	if code := stop(); code != 0 || strings.Contains(logs.String(), warning) {
+		t.Fatalf("embedded server on loopback: exit %d, warned: %v\n%s", code, strings.Contains(logs.String(), warning), logs.String())
+	}
+}
