@@ -1,0 +1,208 @@
+package deploy
+
+import (
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// markdownFiles returns every .md file of the repository, relative to root,
+// leaving out what is not the project's (node_modules, hidden folders) and
+// what a run leaves behind (leaf-data).
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && p != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "leaf-data" || name == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(name, ".md") {
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 5 {
+		t.Fatalf("found only %v", files)
+	}
+	return files
+}
+
+// mdLink is one link of a Markdown file: its target and line.
+type mdLink struct {
+	target string
+	line   int
+}
+
+var (
+	fenceRe    = regexp.MustCompile("^\\s*(```|~~~)")
+	codeSpanRe = regexp.MustCompile("`+[^`]*`+")
+	inlineRe   = regexp.MustCompile(`\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
+	refDefRe   = regexp.MustCompile(`^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)`)
+	headingRe  = regexp.MustCompile(`^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$`)
+	htmlIDRe   = regexp.MustCompile(`<a\s+(?:name|id)="([^"]+)"`)
+)
+
+// parseMarkdown returns a file's links and the anchors its headings (and
+// <a name=...> tags) make, as GitHub makes them. Code blocks and code spans
+// hold neither.
+func parseMarkdown(text string) (links []mdLink, anchors map[string]bool) {
+	anchors = map[string]bool{}
+	seen := map[string]int{}
+	inFence := false
+	for i, line := range strings.Split(text, "\n") {
+		if fenceRe.MatchString(line) {
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			continue
+		}
+		if m := headingRe.FindStringSubmatch(line); m != nil {
+			slug := slugify(m[2])
+			if n := seen[slug]; n > 0 {
+				anchors[slug+"-"+strconv.Itoa(n)] = true
+			} else {
+				anchors[slug] = true
+			}
+			seen[slug]++
+		}
+		for _, m := range htmlIDRe.FindAllStringSubmatch(line, -1) {
+			anchors[m[1]] = true
+		}
+		bare := codeSpanRe.ReplaceAllString(line, "")
+		for _, m := range inlineRe.FindAllStringSubmatch(bare, -1) {
+			links = append(links, mdLink{m[1], i + 1})
+		}
+		if m := refDefRe.FindStringSubmatch(bare); m != nil {
+			links = append(links, mdLink{m[1], i + 1})
+		}
+	}
+	return links, anchors
+}
+
+// slugify makes a heading's anchor as GitHub does: the text without its
+// Markdown (code marks, link targets), lower case, spaces as hyphens, and
+// nothing but letters, digits, hyphens and underscores.
+func slugify(heading string) string {
+	heading = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`).ReplaceAllString(heading, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestSlugify(t *testing.T) {
+	for heading, want := range map[string]string{
+		"Snowflake mode":                           "snowflake-mode",
+		"The environment of each vendor":           "the-environment-of-each-vendor",
+		"`LeafVendorDown`":                         "leafvendordown",
+		"1. Start leaf-nats beside Leaf":           "1-start-leaf-nats-beside-leaf",
+		"Configuration: leaf.properties to LEAF_*": "configuration-leafproperties-to-leaf_",
+		"Two JetStreams, one subject space":        "two-jetstreams-one-subject-space",
+		"Upgrades and rolling restarts":            "upgrades-and-rolling-restarts",
+	} {
+		if got := slugify(heading); got != want {
+			t.Errorf("slugify(%q) = %q, want %q", heading, got, want)
+		}
+	}
+}
+
+// TestMarkdownLinks checks every relative link of every Markdown file of the
+// repository: the file or folder it names exists, inside the repository,
+// and the anchor it names (#section) is a heading of the page it points to.
+// Links to other sites are not fetched.
+func TestMarkdownLinks(t *testing.T) {
+	files := markdownFiles(t)
+	anchorsOf := map[string]map[string]bool{}
+	linksOf := map[string][]mdLink{}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		linksOf[f], anchorsOf[f] = parseMarkdown(string(data))
+	}
+	checked := 0
+	for _, f := range files {
+		for _, l := range linksOf[f] {
+			u, err := url.Parse(l.target)
+			if err != nil {
+				t.Errorf("%s:%d: link %q: %v", f, l.line, l.target, err)
+				continue
+			}
+			if u.Scheme != "" || u.Host != "" {
+				continue // another site
+			}
+			checked++
+			target := f
+			if u.Path != "" {
+				target = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(f), u.Path)))
+				if target == ".." || strings.HasPrefix(target, "../") {
+					t.Errorf("%s:%d: link %q leaves the repository", f, l.line, l.target)
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(root, target)); err != nil {
+					t.Errorf("%s:%d: link %q: %s does not exist", f, l.line, l.target, target)
+					continue
+				}
+			}
+			if u.Fragment == "" {
+				continue
+			}
+			anchors, ok := anchorsOf[target]
+			if !ok {
+				t.Errorf("%s:%d: link %q names an anchor in %s, which is not a Markdown page", f, l.line, l.target, target)
+				continue
+			}
+			if !anchors[u.Fragment] {
+				t.Errorf("%s:%d: link %q: %s has no heading #%s", f, l.line, l.target, target, u.Fragment)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked only %d relative links: is the parser broken?", checked)
+	}
+}
+
+func TestParseMarkdown(t *testing.T) {
+	links, anchors := parseMarkdown("# Title\n\nSee [a](a.md#x) and `[not](b.md)`.\n\n```\n[code](c.md)\n# not a heading\n```\n\n## Title\n\n[ref]: d.md\n<a name=\"e\"></a>\n")
+	var got []string
+	for _, l := range links {
+		got = append(got, l.target)
+	}
+	if want := []string{"a.md#x", "d.md"}; !slices.Equal(got, want) {
+		t.Errorf("links %v, want %v", got, want)
+	}
+	for _, a := range []string{"title", "title-1", "e"} {
+		if !anchors[a] {
+			t.Errorf("no anchor %q in %v", a, anchors)
+		}
+	}
+	if anchors["not-a-heading"] {
+		t.Error("a line of a code block made an anchor")
+	}
+}
