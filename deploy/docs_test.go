@@ -1,16 +1,20 @@
 package deploy
 
 import (
+	"encoding/json"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/leaf-nats/leaf/vending"
 )
 
 // markdownFiles returns every .md file of the repository, relative to root,
@@ -204,5 +208,52 @@ func TestParseMarkdown(t *testing.T) {
 	}
 	if anchors["not-a-heading"] {
 		t.Error("a line of a code block made an anchor")
+	}
+}
+
+// TestDocsDecodeExamples checks every reply of leaf.snowflake.decode the
+// pages show against the reply's type: the same fields, so that a page
+// cannot show a reply of an older vendor (one without "layout").
+func TestDocsDecodeExamples(t *testing.T) {
+	typ := reflect.TypeFor[vending.Decoded]()
+	want, optional := map[string]bool{}, map[string]bool{}
+	for i := range typ.NumField() {
+		name, opts, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if strings.Contains(opts, "omitempty") {
+			optional[name] = true
+		} else {
+			want[name] = true
+		}
+	}
+	found := 0
+	for _, f := range markdownFiles(t) {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"timestamp_ms":`) {
+				continue
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(line), &got); err != nil {
+				continue // a description of the fields, not a reply
+			}
+			found++
+			for name := range want {
+				if _, ok := got[name]; !ok {
+					t.Errorf("%s:%d: the decode reply shown lacks %q, which a vendor sends: %s", f, n+1, name, line)
+				}
+			}
+			for name := range got {
+				if !want[name] && !optional[name] {
+					t.Errorf("%s:%d: the decode reply shown has %q, which a vendor does not send: %s", f, n+1, name, line)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no page shows a reply of leaf.snowflake.decode")
 	}
 }
