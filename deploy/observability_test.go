@@ -79,7 +79,7 @@ func loadDashboard(t *testing.T) dashboard {
 // left once strings, label matchers, ranges and label lists are taken out,
 // functions and keywords aside.
 func promQLNames(expr string) []string {
-	for _, re := range []string{`"[^"]*"`, `\{[^}]*\}`, `\[[^\]]*\]`, `\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`} {
+	for _, re := range []string{`"[^"]*"`, `\{[^}]*\}`, `\[[^\]]*\]`, `\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`, `\boffset\s+-?[0-9][0-9a-z]*`} {
 		expr = regexp.MustCompile(re).ReplaceAllString(expr, " ")
 	}
 	keywords := map[string]bool{"bool": true, "and": true, "or": true, "unless": true, "offset": true, "inf": true, "nan": true}
@@ -96,6 +96,10 @@ func TestPromQLNames(t *testing.T) {
 	got := promQLNames(`histogram_quantile(0.99, sum by (mode, le) (rate(leaf_request_duration_seconds_bucket{code!="200"}[5m]))) / on (job) leaf_ready == bool 1`)
 	if want := []string{"leaf_request_duration_seconds_bucket", "leaf_ready"}; !slices.Equal(got, want) {
 		t.Fatalf("promQLNames = %v, want %v", got, want)
+	}
+	got = promQLNames(`sum by (tag) (leaf_requests_total{code="429"} unless leaf_requests_total{code="429"} offset 10m) > 0`)
+	if want := []string{"leaf_requests_total"}; !slices.Equal(got, want) {
+		t.Fatalf("promQLNames = %v, want %v (an offset's duration is no metric)", got, want)
 	}
 }
 
