@@ -12,8 +12,12 @@
 //
 // Beyond Compose: the systemd units of deploy/systemd pass `systemd-analyze
 // verify`, and they and the Kubernetes example of deploy/kubernetes give
-// the vendor only variables it reads (vendor -h); every relative link and
-// anchor of every Markdown page resolves; and the decode replies the pages
-// show have the fields a vendor sends. (That the configuration table of docs/configuration.md matches the
+// the vendor only variables it reads (vendor -h), the same ones the
+// runbook's table lists; the runbook (docs/operations.md) has an entry for
+// every shipped alert; every relative link and anchor of every Markdown
+// page resolves; the README stays an on-ramp, and its Go program builds,
+// runs against a real vendor and burns no more IDs per start than its
+// prefetch; and the decode replies the pages show have the fields a vendor
+// sends. (That the configuration table of docs/configuration.md matches the
 // vendor is tested in cmd/vendor, by reflection on its Config.)
 package deploy

@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -209,6 +211,131 @@ func TestParseMarkdown(t *testing.T) {
 	if anchors["not-a-heading"] {
 		t.Error("a line of a code block made an anchor")
 	}
+}
+
+// docsPages are the pages of docs/ the README leads to (DESIGN.md's list).
+var docsPages = []string{
+	"docs/concepts.md", "docs/configuration.md", "docs/subjects.md", "docs/clients.md",
+	"docs/operations.md", "docs/security.md", "docs/guarantees.md", "docs/regions.md",
+	"docs/migrating-from-leaf.md",
+}
+
+// TestReadmeIsAnOnRamp keeps the README short enough to read in five
+// minutes, leading to every page of docs/, and naming the module a Go
+// program imports and the line that gets it.
+func TestReadmeIsAnOnRamp(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	if n := strings.Count(readme, "\n"); n > 250 {
+		t.Errorf("README.md has %d lines; keep it an on-ramp of at most 250 and move the rest to docs/", n)
+	}
+	links, _ := parseMarkdown(readme)
+	for _, page := range docsPages {
+		if !slices.ContainsFunc(links, func(l mdLink) bool { return strings.SplitN(l.target, "#", 2)[0] == page }) {
+			t.Errorf("README.md does not link %s", page)
+		}
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := regexp.MustCompile(`(?m)^module (\S+)`).FindSubmatch(mod)
+	if module == nil {
+		t.Fatal("go.mod has no module line")
+	}
+	if want := "go get " + string(module[1]); !strings.Contains(readme, want) {
+		t.Errorf("README.md does not say %q", want)
+	}
+	for _, want := range []string{"go run ./cmd/vendor", "scripts/test.sh"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
+}
+
+// readmeGoExample returns the README's Go program (its first go code
+// block) and the Prefetch it configures.
+func readmeGoExample(t *testing.T) (string, int) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(data)
+	if m == nil {
+		t.Fatal("README.md has no ```go block")
+	}
+	src := string(m[1])
+	if !strings.HasPrefix(src, "package main") && !strings.Contains(src, "\npackage main\n") {
+		t.Fatal("the README's Go block is not a program (package main): a reader cannot run it as it is")
+	}
+	p := regexp.MustCompile(`Prefetch:\s*([0-9_]+)`).FindStringSubmatch(src)
+	if p == nil {
+		t.Fatal("the README's Go program sets no Prefetch")
+	}
+	prefetch, err := strconv.Atoi(strings.ReplaceAll(p[1], "_", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, prefetch
+}
+
+// TestReadmeGoExample builds the README's Go program in this module (as a
+// reader's module gets it with go get) and runs it twice against a real
+// vendor: it prints a snowflake ID and an ID of tag order, and the second
+// start skips at most the Prefetch the README sets, which is modest: a
+// client's buffer is lost at each exit, so a prefetch of a million burns a
+// million IDs per start.
+func TestReadmeGoExample(t *testing.T) {
+	src, prefetch := readmeGoExample(t)
+	if prefetch > 10_000 {
+		t.Errorf("the README's Go program prefetches %d IDs: each start burns that many; show a modest one", prefetch)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An overlay puts the program in a package of this module that does
+	// not exist on disk, so it builds against this checkout.
+	overlay := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlay, fmt.Appendf(nil, `{"Replace":{%q:%q}}`, filepath.Join(abs, "cmd", "readme-example", "main.go"), file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "example")
+	build := exec.Command("go", "build", "-overlay", overlay, "-o", bin, "./cmd/readme-example")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the README's Go program does not build: %v\n%s", err, out)
+	}
+
+	v := startRealVendor(t)
+	v.command(t, "tags", "add", "order", "-step", "1000")
+	var orders []int64
+	for range 2 {
+		run := exec.Command(bin)
+		run.Env = append(os.Environ(), "NATS_URL=nats://"+v.natsAddr)
+		out, err := run.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the README's Go program: %v\n%s", err, out)
+		}
+		var sf, order int64
+		if _, err := fmt.Sscanf(string(out), "snowflake %d order %d", &sf, &order); err != nil || sf <= 0 || order <= 0 {
+			t.Fatalf("the README's Go program printed %q, want \"snowflake <id> order <id>\" (%v)", out, err)
+		}
+		orders = append(orders, order)
+	}
+	if skipped := orders[1] - orders[0] - 1; skipped < 0 || skipped > int64(prefetch) {
+		t.Errorf("run twice, the README's Go program took order %d, then %d: %d skipped, want at most its Prefetch (%d)", orders[0], orders[1], skipped, prefetch)
+	}
+	t.Logf("run twice: order %d, then %d (Prefetch %d)", orders[0], orders[1], prefetch)
 }
 
 // TestDocsDecodeExamples checks every reply of leaf.snowflake.decode the

@@ -403,3 +403,43 @@ func TestKubernetesManifest(t *testing.T) {
 		t.Errorf("the Service's ports %+v: want LEAF_HTTP_ADDR's port", svc.Ports)
 	}
 }
+
+// TestDeploymentsAgree checks that the runbook's table of the environment
+// of each vendor, the systemd environment file and the Kubernetes example
+// set the same variables: one list, whichever way the vendors run.
+func TestDeploymentsAgree(t *testing.T) {
+	names := func(m map[string]string) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	hosts := names(readEnvFile(t, filepath.Join(root, "deploy", "systemd", "vendor.env")))
+	var d k8sDeployment
+	for _, o := range loadManifest(t) {
+		if o.Kind == "Deployment" {
+			if err := o.Spec.Decode(&d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	k8s := map[string]string{}
+	for _, c := range d.Template.Spec.Containers {
+		for _, e := range c.Env {
+			k8s[e.Name] = ""
+		}
+	}
+	runbook := runbookSection(t, "The environment of each vendor")
+	documented := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)`").FindAllStringSubmatch(runbook, -1) {
+		documented[m[1]] = ""
+	}
+	if !slices.Equal(hosts, names(k8s)) {
+		t.Errorf("deploy/systemd/vendor.env sets %v, deploy/kubernetes/leaf-vendor.yaml %v: set the same", hosts, names(k8s))
+	}
+	if !slices.Equal(hosts, names(documented)) {
+		t.Errorf("deploy/systemd/vendor.env sets %v, the runbook's table (docs/operations.md) lists %v: list what the files set", hosts, names(documented))
+	}
+}

@@ -39,10 +39,10 @@ the cluster-wide order holds for requests sent after that.
 raise moves a tag (or every tag, -all) up so that every ID it hands out from
 now on is at least -to, or -by above the highest ID its row says it handed
 out; it never lowers one. It repairs a row that was written over, and a
-store restored with everything that recorded its marks (docs/operations.md).
--step is the step of a row it writes anew because it cannot be read (a
-corrupt row, which only -to raises; default 1000); a row it can read keeps
-its step.
+store restored with everything that recorded its marks (docs/operations.md,
+"Backups and restores"). -step is the step of a row it writes anew because
+it cannot be read (a corrupt row, which only -to raises; default 1000); a
+row it can read keeps its step.
 `
 
 // runTags manages business tags in the configured store.
