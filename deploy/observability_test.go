@@ -79,7 +79,7 @@ func loadDashboard(t *testing.T) dashboard {
 // left once strings, label matchers, ranges and label lists are taken out,
 // functions and keywords aside.
 func promQLNames(expr string) []string {
-	for _, re := range []string{`"[^"]*"`, `\{[^}]*\}`, `\[[^\]]*\]`, `\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`} {
+	for _, re := range []string{`"[^"]*"`, `\{[^}]*\}`, `\[[^\]]*\]`, `\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`, `\boffset\s+-?[0-9][0-9a-z]*`} {
 		expr = regexp.MustCompile(re).ReplaceAllString(expr, " ")
 	}
 	keywords := map[string]bool{"bool": true, "and": true, "or": true, "unless": true, "offset": true, "inf": true, "nan": true}
@@ -96,6 +96,10 @@ func TestPromQLNames(t *testing.T) {
 	got := promQLNames(`histogram_quantile(0.99, sum by (mode, le) (rate(leaf_request_duration_seconds_bucket{code!="200"}[5m]))) / on (job) leaf_ready == bool 1`)
 	if want := []string{"leaf_request_duration_seconds_bucket", "leaf_ready"}; !slices.Equal(got, want) {
 		t.Fatalf("promQLNames = %v, want %v", got, want)
+	}
+	got = promQLNames(`sum by (tag) (leaf_requests_total{code="429"} unless leaf_requests_total{code="429"} offset 10m) > 0`)
+	if want := []string{"leaf_requests_total"}; !slices.Equal(got, want) {
+		t.Fatalf("promQLNames = %v, want %v (an offset's duration is no metric)", got, want)
 	}
 }
 
@@ -207,23 +211,35 @@ func TestDashboardAndRulesMetricsExist(t *testing.T) {
 	}
 }
 
-// realVendorMetrics builds and runs the vendor with an embedded NATS
-// server, gives it a tag and some requests, and returns its /metrics.
-func realVendorMetrics(t *testing.T) string {
+// realVendor is a vendor binary running with its embedded NATS server.
+type realVendor struct {
+	bin, natsAddr, httpAddr string
+	env                     []string
+}
+
+// vendorBinary builds the vendor into dir.
+func vendorBinary(t *testing.T, dir string) string {
 	t.Helper()
-	dir := t.TempDir()
 	bin := filepath.Join(dir, "vendor")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/vendor")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
-	env := append(os.Environ(), "LEAF_NATS_URL=", "LEAF_POSTGRES_URL=", "LEAF_NATS_LISTEN="+natsAddr,
-		"LEAF_NATS_STORE_DIR="+filepath.Join(dir, "data"), "LEAF_HTTP_ADDR="+httpAddr)
+	return bin
+}
+
+// startRealVendor builds and runs the vendor with an embedded NATS server
+// and waits until it is ready; it stops when the test ends.
+func startRealVendor(t *testing.T) realVendor {
+	t.Helper()
+	dir := t.TempDir()
+	v := realVendor{bin: vendorBinary(t, dir), natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
+	v.env = append(os.Environ(), "LEAF_NATS_URL=", "LEAF_POSTGRES_URL=", "LEAF_NATS_LISTEN="+v.natsAddr,
+		"LEAF_NATS_STORE_DIR="+filepath.Join(dir, "data"), "LEAF_HTTP_ADDR="+v.httpAddr)
 	ctx, cancel := context.WithCancel(context.Background())
-	vendor := exec.CommandContext(ctx, bin)
-	vendor.Env = env
+	vendor := exec.CommandContext(ctx, v.bin)
+	vendor.Env = v.env
 	var logs strings.Builder
 	vendor.Stdout, vendor.Stderr = &logs, &logs
 	if err := vendor.Start(); err != nil {
@@ -235,10 +251,10 @@ func realVendorMetrics(t *testing.T) string {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if resp, err := http.Get("http://" + httpAddr + "/readyz"); err == nil {
+		if resp, err := http.Get("http://" + v.httpAddr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return v
 			}
 		}
 		if time.Now().After(deadline) {
@@ -246,12 +262,25 @@ func realVendorMetrics(t *testing.T) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tags := exec.Command(bin, "tags", "add", "order", "-step", "100")
-	tags.Env = append(env, "LEAF_NATS_URL=nats://"+natsAddr, "LEAF_HTTP_ADDR=")
-	if out, err := tags.CombinedOutput(); err != nil {
-		t.Fatalf("vendor tags add: %v\n%s", err, out)
+}
+
+// command runs a vendor command (vendor tags add ...) against v.
+func (v realVendor) command(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(v.bin, args...)
+	cmd.Env = append(v.env, "LEAF_NATS_URL=nats://"+v.natsAddr, "LEAF_HTTP_ADDR=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("vendor %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	nc, err := nats.Connect("nats://" + natsAddr)
+}
+
+// realVendorMetrics runs a real vendor, gives it a tag and some requests,
+// and returns its /metrics.
+func realVendorMetrics(t *testing.T) string {
+	t.Helper()
+	v := startRealVendor(t)
+	v.command(t, "tags", "add", "order", "-step", "100")
+	nc, err := nats.Connect("nats://" + v.natsAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +290,7 @@ func realVendorMetrics(t *testing.T) string {
 			t.Fatalf("%s: %v", subj, err)
 		}
 	}
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	resp, err := http.Get("http://" + v.httpAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

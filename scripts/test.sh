@@ -54,6 +54,13 @@ if ! command -v promtool >/dev/null; then
 	apt_install prometheus
 fi
 
+# The systemd units of deploy/systemd are checked by systemd-analyze verify,
+# which Debian ships in its systemd package (no running systemd needed).
+if ! command -v systemd-analyze >/dev/null; then
+	log "systemd-analyze not found; installing the systemd package to check deploy/systemd"
+	apt_install systemd
+fi
+
 # compose.yaml is validated by Docker Compose itself (no engine needed).
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
 	log "docker compose not found; installing docker-compose to validate compose.yaml"

@@ -36,3 +36,23 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// vendor tags -h and vendor cluster -h, written by hand, show each
+// subcommand's synopsis as vendor -h does, every flag included (tags -h
+// once left out raise -step).
+func TestGroupHelpNamesEveryCommand(t *testing.T) {
+	for _, g := range []struct {
+		name string
+		subs []subcommand
+	}{{"tags", tagCommands}, {"cluster", clusterCommands}} {
+		var out syncBuffer
+		if code := run(context.Background(), []string{g.name, "-h"}, &out, &out); code != 0 {
+			t.Fatalf("vendor %s -h exited %d", g.name, code)
+		}
+		for _, c := range g.subs {
+			if !strings.Contains(out.String(), "  "+c.Synopsis) {
+				t.Errorf("vendor %s -h lacks %q", g.name, c.Synopsis)
+			}
+		}
+	}
+}

@@ -580,12 +580,14 @@ func TestSignalWhileWaitingToClaim(t *testing.T) {
 	}
 }
 
-// The README's configuration table lists every variable the vendor reads,
-// with the default it has; and no document names a LEAF_ variable the
-// vendor does not read (a renamed one would be set in vain).
+// The configuration table (docs/configuration.md) lists every variable the
+// vendor reads, with the default it has; and no document or deployment
+// file names a LEAF_ variable the vendor does not read (a renamed one would
+// be set in vain).
 func TestDocsAgreeWithTheConfiguration(t *testing.T) {
 	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	const tableFile = "docs/configuration.md"
+	table, err := os.ReadFile(filepath.Join(root, tableFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,13 +599,13 @@ func TestDocsAgreeWithTheConfiguration(t *testing.T) {
 			continue
 		}
 		name = envPrefix + "_" + name
-		row := regexp.MustCompile("(?m)^\\| [^|]*`" + name + "`[^|]*\\| ([^|]*) \\|").FindSubmatch(readme)
+		row := regexp.MustCompile("(?m)^\\| [^|]*`" + name + "`[^|]*\\| ([^|]*) \\|").FindSubmatch(table)
 		if row == nil {
-			t.Errorf("README's configuration table lacks %s", name)
+			t.Errorf("%s's configuration table lacks %s", tableFile, name)
 			continue
 		}
 		if def := f.Tag.Get("default"); def != "" && string(row[1]) != "`"+def+"`" {
-			t.Errorf("README gives %s the default %s, the vendor %q", name, row[1], def)
+			t.Errorf("%s gives %s the default %s, the vendor %q", tableFile, name, row[1], def)
 		}
 	}
 	known := configVars()
@@ -611,7 +613,7 @@ func TestDocsAgreeWithTheConfiguration(t *testing.T) {
 	// NATS configuration's, the import plan's column.
 	others := regexp.MustCompile(`^LEAF_(TEST|E2E|SIM|BENCH|REVISION|VENDOR_PASSWORD|CLIENT_PASSWORD|ADMIN_PASSWORD|TAG$|CLIENTS$|MAX_ID$)`)
 	var files []string
-	for _, glob := range []string{"*.md", "docs/*.md", "docs/*.conf", "compose.yaml", "Dockerfile"} {
+	for _, glob := range []string{"*.md", "docs/*.md", "docs/*.conf", "compose.yaml", "Dockerfile", "deploy/*/*"} {
 		m, _ := filepath.Glob(filepath.Join(root, glob))
 		files = append(files, m...)
 	}

@@ -19,7 +19,7 @@ const tagsUsage = `Usage:
   vendor tags list
   vendor tags set-step <tag> <N>
   vendor tags set-mode <tag> <strict|normal>
-  vendor tags raise [<tag>] [-all] [-to N] [-by N]   every ID from now on at least N
+  vendor tags raise [<tag>] [-all] [-to N] [-by N] [-step N]   every ID from now on at least N
   vendor tags delete <tag>
   vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows (import -h)
 
@@ -39,7 +39,10 @@ the cluster-wide order holds for requests sent after that.
 raise moves a tag (or every tag, -all) up so that every ID it hands out from
 now on is at least -to, or -by above the highest ID its row says it handed
 out; it never lowers one. It repairs a row that was written over, and a
-store restored with everything that recorded its marks (docs/operations.md).
+store restored with everything that recorded its marks (docs/operations.md,
+"Backups and restores"). -step is the step of a row it writes anew because
+it cannot be read (a corrupt row, which only -to raises; default 1000); a
+row it can read keeps its step.
 `
 
 // runTags manages business tags in the configured store.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,11 @@ import (
 // taking IDs without the Go client, with Node and nats.js v3 from npm (the
 // versions its package-lock.json pins) against a real vendor: 64-bit IDs
 // arrive whole as BigInt, in text and binary, the error headers are read,
-// the background prefetch hands out unique, ascending segment IDs, and what
-// it prints for a person is a few short lines. Against a js53 vendor
+// the background prefetch hands out unique, ascending segment IDs (in runs,
+// one per vendor's segment, when two vendors serve the tag: said plainly,
+// not as an alarm), and what it prints for a person is a few short lines.
+// npm ci installs the pinned packages on the Node it has (Debian's) without
+// a warning that one wants a later Node. Against a js53 vendor
 // (LEAF_SNOWFLAKE_LAYOUT=js53) it learns the layout from the service info
 // and the snowflake IDs are plain JavaScript numbers, every digit intact.
 func TestJavaScriptExample(t *testing.T) {
@@ -38,13 +42,20 @@ func TestJavaScriptExample(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=warn")
 	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
+	out, err := install.CombinedOutput()
+	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("npm ci: %v\n%s", err, out)
 		}
 		t.Skipf("npm ci: %v (no npm registry?)\n%s", err, out)
+	}
+	// The README promises the example runs on the Node it names (18 and
+	// later): npm warns of a package that wants a later one.
+	if strings.Contains(string(out), "EBADENGINE") {
+		nodeVersion, _ := exec.Command(node, "--version").Output()
+		t.Errorf("npm ci under Node %s warns that a pinned package wants another Node:\n%s", strings.TrimSpace(string(nodeVersion)), out)
 	}
 
 	nats := startNATS(t)
@@ -76,8 +87,34 @@ func TestJavaScriptExample(t *testing.T) {
 		t.Errorf("a bad count gave %+v, want a 400 read from the headers", got.BadCount)
 	case got.UnknownTag.Code != 404 || !strings.Contains(got.UnknownTag.Message, "vendor tags add no-such-tag"):
 		t.Errorf("an unknown tag gave %+v, want a 404 saying how to add it", got.UnknownTag)
-	case got.Prefetched.IDs != 10000 || got.Prefetched.Unique != 10000 || !got.Prefetched.Ascending:
+	case got.Prefetched.IDs != 10000 || got.Prefetched.Unique != 10000 || !got.Prefetched.Ascending || got.Prefetched.Runs != 1:
 		t.Errorf("prefetched %+v, want 10000 unique ascending IDs", got.Prefetched)
+	}
+	if last := readable[len(readable)-1]; !strings.HasSuffix(last, "10000 unique, ascending") {
+		t.Errorf("one vendor: the prefetch line is %q, want it to end in \"10000 unique, ascending\"", last)
+	}
+
+	// Two vendors, as after the README's second vendor: each hands out its
+	// own segments of the tag, so the prefetched IDs may drop where a
+	// refill came from the other one. The example says so, without alarm.
+	startVendor(t, "js-2", env).waitServing()
+	two := parseExample(t, runNode(nats.url(), "--json"))
+	if p := two.Prefetched; p.Unique != 10000 || p.Runs < 1 || p.Ascending != (p.Runs == 1) {
+		t.Errorf("two vendors: prefetched %+v, want 10000 unique IDs in ascending runs", p)
+	}
+	lines := string(runNode(nats.url()))
+	if strings.Contains(lines, "NOT") {
+		t.Errorf("two vendors: node leaf.mjs printed an alarm for what a normal tag does:\n%s", lines)
+	}
+	// Which vendor answers each refill is the queue group's choice, so the
+	// run above may have found one run: check the wording of several too.
+	for runs, want := range map[int]string{1: "ascending", 3: "per-vendor segments, ascending within each (3 runs)"} {
+		note := exec.CommandContext(ctx, node, "--input-type=module", "-e",
+			fmt.Sprintf(`import { orderNote } from "./leaf.mjs"; console.log(orderNote(%d));`, runs))
+		note.Dir = dir
+		if out, err := note.Output(); err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("orderNote(%d) = %q (%v), want %q", runs, out, err, want)
+		}
 	}
 
 	// A js53 vendor (its own NATS: its own cluster contract): the example
@@ -94,8 +131,9 @@ func TestJavaScriptExample(t *testing.T) {
 	if line := string(runNode(nats53.url())); !strings.Contains(line, "3 snowflake IDs (js53, number)") {
 		t.Errorf("node leaf.mjs against a js53 vendor printed:\n%s", line)
 	}
-	report(t, "javascript example (nats.js): text=%d binary=%d bad-count=%d unknown-tag=%d prefetched=%d unique=%d ascending=%v",
-		len(got.Snowflake), len(got.Binary), got.BadCount.Code, got.UnknownTag.Code, got.Prefetched.IDs, got.Prefetched.Unique, got.Prefetched.Ascending)
+	report(t, "javascript example (nats.js): text=%d binary=%d bad-count=%d unknown-tag=%d prefetched=%d unique=%d ascending=%v; two vendors: unique=%d runs=%d",
+		len(got.Snowflake), len(got.Binary), got.BadCount.Code, got.UnknownTag.Code, got.Prefetched.IDs, got.Prefetched.Unique, got.Prefetched.Ascending,
+		two.Prefetched.Unique, two.Prefetched.Runs)
 }
 
 // exampleOutput is what node leaf.mjs --json prints. The snowflake IDs are
@@ -109,8 +147,8 @@ type exampleOutput struct {
 		Message string
 	}
 	Prefetched struct {
-		IDs, Unique int
-		Ascending   bool
+		IDs, Unique, Runs int
+		Ascending         bool
 	}
 }
 
