@@ -27,18 +27,20 @@ type Terms struct {
 	Layout    string `json:"layout"`
 	WorkerIDs string `json:"worker_ids"`
 	Segments  string `json:"segments,omitempty"`
+	// Region is "<name>/<id>" (LEAF_REGION, LEAF_REGION_ID), "" with none.
+	Region string `json:"region,omitempty"`
 }
 
 // Contract returns t as a contract recorded by by, with the longest lease
 // TTL a vendor of the cluster may hold.
 func (t Terms) Contract(leaseTTL time.Duration, by string, at time.Time) kv.Contract {
-	return kv.Contract{Epoch: t.Epoch, Layout: t.Layout, WorkerIDs: t.WorkerIDs, Segments: t.Segments,
+	return kv.Contract{Epoch: t.Epoch, Layout: t.Layout, WorkerIDs: t.WorkerIDs, Segments: t.Segments, Region: t.Region,
 		LeaseTTL: leaseTTL, By: by, At: at.UTC()}
 }
 
 // TermsOf returns the terms of a recorded contract.
 func TermsOf(c kv.Contract) Terms {
-	return Terms{Epoch: c.Epoch, Layout: c.Layout, WorkerIDs: c.WorkerIDs, Segments: c.Segments}
+	return Terms{Epoch: c.Epoch, Layout: c.Layout, WorkerIDs: c.WorkerIDs, Segments: c.Segments, Region: c.Region}
 }
 
 // MismatchError is a recorded contract a vendor's terms disagree with: it
@@ -95,8 +97,21 @@ func fixOf(d kv.Difference) string {
 			return "set LEAF_POSTGRES_URL to the cluster's database, or move the cluster's segments to this vendor's store with: vendor cluster move-segments"
 		}
 		return "leave LEAF_POSTGRES_URL empty (the cluster's segments are in KV bucket " + kv.SegmentBucket + "), or move them to this vendor's store with: vendor cluster move-segments"
+	case "region":
+		return regionFix(d)
 	}
 	return "this build of leaf-nats cannot join this cluster"
+}
+
+// regionFix says what to set for the region: a region is one NATS cluster
+// with its own state, so a vendor of another region is pointed at the
+// wrong NATS, or misconfigured.
+func regionFix(d kv.Difference) string {
+	if d.Recorded == "" {
+		return "this NATS cluster has no region: unset LEAF_REGION and LEAF_REGION_ID, or connect to your region's own NATS cluster (docs/regions.md)"
+	}
+	name, id, _ := strings.Cut(d.Recorded, "/")
+	return "set LEAF_REGION=" + name + " LEAF_REGION_ID=" + id + ", or connect to your region's own NATS cluster (each region keeps its state in its own; docs/regions.md)"
 }
 
 // Check compares want with the recorded contract rec, ignoring the segment

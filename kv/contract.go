@@ -36,6 +36,10 @@ type Contract struct {
 	// Segments names the segment store: its kind and identity,
 	// "postgres:<id>" or "jetstream-kv:<id>" (segment.StoreInfo.ID).
 	Segments string `json:"segments"`
+	// Region is the cluster's region, "<name>/<id>" (LEAF_REGION,
+	// LEAF_REGION_ID), "" for a cluster with no region: its IDs are its
+	// region's blocks.
+	Region string `json:"region,omitempty"`
 	// LeaseTTL is the longest worker-ID lease a vendor of the cluster may
 	// hold. It is not a term vendors must agree on (the bucket's TTL is the
 	// one in force); a claim in buckets created again after they were lost
@@ -68,6 +72,7 @@ func (c Contract) Diff(wanted Contract) []Difference {
 	add("layout", c.Layout, wanted.Layout)
 	add("worker IDs", c.WorkerIDs, wanted.WorkerIDs)
 	add("segment store", c.Segments, wanted.Segments)
+	add("region", c.Region, wanted.Region)
 	return d
 }
 

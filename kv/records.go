@@ -115,10 +115,32 @@ func decodeContract(v []byte) (Contract, error) {
 	if kind, id, ok := strings.Cut(c.Segments, ":"); c.Segments != "" && (!ok || kind == "" || id == "") {
 		errs = append(errs, fmt.Errorf("segment store %q is not <kind>:<id>", c.Segments))
 	}
+	if name, id, ok := strings.Cut(c.Region, "/"); c.Region != "" && (!ok || !validRegionName(name) || !validRegionID(id)) {
+		errs = append(errs, fmt.Errorf("region %q is not <name>/<id 0-7>", c.Region))
+	}
 	if c.LeaseTTL < 0 || c.LeaseTTL > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("lease TTL %v is not within 0..24h", c.LeaseTTL))
 	}
 	return c, errors.Join(errs...)
+}
+
+// validRegionName reports whether name can be a region's (LEAF_REGION):
+// 1 to 32 letters, digits, '_' and '-', as bucket names take them.
+func validRegionName(name string) bool {
+	if name == "" || len(name) > 32 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validRegionID reports whether id is a region's number, 0 to 7.
+func validRegionID(id string) bool {
+	return len(id) == 1 && id[0] >= '0' && id[0] <= '7'
 }
 
 // validLayout reports whether l reads "u+t+w+s", unused high bits (the sign

@@ -312,3 +312,18 @@ func TestValidLayout(t *testing.T) {
 		}
 	}
 }
+
+// A contract's region is "<name>/<id 0-7>" or absent.
+func TestContractRegion(t *testing.T) {
+	base := `{"epoch":1288834974657,"layout":"1+41+10+12","worker_ids":"128-255","segments":"jetstream-kv:x","by":"v","at":"2026-01-01T00:00:00Z"`
+	for region, ok := range map[string]bool{"": true, "east/1": true, "eu-west_2/7": true, "east": false, "east/8": false, "east/-1": false, "e.st/1": false, "/1": false} {
+		v := base + `}`
+		if region != "" {
+			v = base + `,"region":"` + region + `"}`
+		}
+		c, err := decodeContract([]byte(v))
+		if (err == nil) != ok || err == nil && c.Region != region {
+			t.Errorf("region %q: %+v, %v; want accepted %v", region, c, err, ok)
+		}
+	}
+}

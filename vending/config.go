@@ -46,6 +46,12 @@ type Segments interface {
 	HandOff(tag string, r Handing) bool
 }
 
+// Region is a vendor's region: its name and number.
+type Region struct {
+	Name string
+	ID   int
+}
+
 // Handing is a request the service hands off: the client's reply subject
 // (one the service answers), the request's body and the encoding it asked
 // for.
@@ -80,6 +86,9 @@ type Config struct {
 	// Layout of the snowflake IDs, for <prefix>.snowflake.decode and the
 	// service metadata (MetaLayout). The zero value is the default layout.
 	Layout snowflake.Layout
+	// Region is the vendor's region (LEAF_REGION, LEAF_REGION_ID): decode
+	// says which region made an ID. The zero value is no region.
+	Region Region
 	// Segments serves <prefix>.segment.<tag> when set. It bounds how long a
 	// request waits for its store itself (segment.Options.Wait).
 	Segments Segments

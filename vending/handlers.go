@@ -167,14 +167,23 @@ func (s *Service) decode(req micro.Request) {
 		s.fail(req, ModeDecode, "", fmt.Errorf("%w: %d is not a snowflake ID of layout %s (%s): IDs are positive decimals such as %d", ErrBadID, id, l.Name(), l, exampleID(l)), start)
 		return
 	}
-	req.RespondJSON(Decoded{
+	d := Decoded{
 		ID:          strconv.FormatInt(id, 10),
 		Time:        p.Time().Format(time.RFC3339Nano),
 		TimestampMs: p.UnixMilli,
 		WorkerID:    p.WorkerID,
 		Sequence:    p.Sequence,
 		Layout:      l.Name(),
-	})
+	}
+	if r := s.cfg.Region; r.Name != "" {
+		// The worker ID's block names the region, whichever made it.
+		id := l.RegionOf(p.WorkerID)
+		d.RegionID = &id
+		if id == r.ID {
+			d.Region = r.Name
+		}
+	}
+	req.RespondJSON(d)
 	s.obs.Observe(ModeDecode, "", CodeOK, 0, time.Since(start))
 }
 
@@ -189,6 +198,11 @@ type Decoded struct {
 	// Layout is the layout the ID was read in (LEAF_SNOWFLAKE_LAYOUT):
 	// "default" or "js53".
 	Layout string `json:"layout"`
+	// RegionID is the region that made the ID, from its worker ID's block,
+	// when the vendor that decodes it has a region (LEAF_REGION_ID); Region
+	// its name when it is the decoding vendor's own.
+	RegionID *int   `json:"region_id,omitempty"`
+	Region   string `json:"region,omitempty"`
 }
 
 // exampleID is an ID of layout l, for error messages.

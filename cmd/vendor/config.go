@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -64,6 +65,8 @@ type Config struct {
 	Layout         string        `envconfig:"SNOWFLAKE_LAYOUT" default:"1+41+10+12" desc:"snowflake bit layout: 1+41+10+12 (also named default) or js53 (11+41+4+8: IDs below 2^53, exact in a JavaScript number; 16 worker IDs, 256 IDs per ms each); part of the cluster contract"`
 	ClockTolerance time.Duration `envconfig:"CLOCK_TOLERANCE" default:"5ms" desc:"backwards clock step that is waited out; larger ones answer 503"`
 	ClockMaxSkew   time.Duration `envconfig:"CLOCK_MAX_SKEW" default:"1s" desc:"a vendor whose clock is further from the NATS server's and its live peers' claims no worker ID"`
+	Region         string        `envconfig:"REGION" desc:"this vendor's region (1 to 32 letters, digits, '_', '-'), with LEAF_REGION_ID: a NATS cluster with its own state; empty: one region"`
+	RegionID       string        `envconfig:"REGION_ID" desc:"this region's number, 0-7 (js53: 0-3), in every ID: its worker IDs are a block of 128 (js53: 4) and its segment IDs start at <id>*2^60, so regions never repeat an ID"`
 	StrictLeaseTTL time.Duration `envconfig:"STRICT_LEASE_TTL" default:"5s" desc:"lease TTL of a strict tag's leader: how long its tag waits for a new leader when the leader dies"`
 
 	HTTPAddr     string `envconfig:"HTTP_ADDR" default:"127.0.0.1:9464" desc:"/metrics, /healthz, /readyz and the status page; empty disables"`
@@ -119,6 +122,8 @@ func (c Config) validate() error {
 	}
 	_, lerr := c.layout()
 	add(lerr)
+	_, _, regErr := c.region()
+	add(regErr)
 	ids, rerr := c.workerIDRange()
 	add(rerr)
 	id, err := c.staticWorkerID()
@@ -188,7 +193,57 @@ func (c Config) replyPrefixes() []string {
 // them (the segment store is filled in once it answers).
 func (c Config) terms() cluster.Terms {
 	l, _ := c.layout() // checked by validate
-	return cluster.Terms{Epoch: c.Epoch, Layout: l.String(), WorkerIDs: c.workerIDs()}
+	t := cluster.Terms{Epoch: c.Epoch, Layout: l.String(), WorkerIDs: c.workerIDs()}
+	if r, ok, _ := c.region(); ok {
+		t.Region = r.String()
+	}
+	return t
+}
+
+// region is a vendor's region (LEAF_REGION, LEAF_REGION_ID).
+type region struct {
+	Name string
+	ID   int
+}
+
+func (r region) String() string { return r.Name + "/" + strconv.Itoa(r.ID) }
+
+// region returns the vendor's region; ok is false when it has none.
+func (c Config) region() (r region, ok bool, err error) {
+	if c.Region == "" && c.RegionID == "" {
+		return region{}, false, nil
+	}
+	l, _ := c.layout()
+	id, perr := strconv.Atoi(strings.TrimSpace(c.RegionID))
+	switch {
+	case c.Region == "" || c.RegionID == "":
+		return region{}, false, fmt.Errorf("LEAF_REGION %q and LEAF_REGION_ID %q: set both (a region's name and number) or neither", c.Region, c.RegionID)
+	case !regionName.MatchString(c.Region):
+		return region{}, false, fmt.Errorf("LEAF_REGION %q: want 1 to 32 letters, digits, '_' and '-', such as eu-west", c.Region)
+	case perr != nil || id < 0 || id > min(l.MaxRegionID(), segment.MaxRegionID):
+		return region{}, false, fmt.Errorf("LEAF_REGION_ID %q: want 0..%d (LEAF_SNOWFLAKE_LAYOUT=%s has %d regions), a number no other region has",
+			c.RegionID, min(l.MaxRegionID(), segment.MaxRegionID), l.Name(), min(l.MaxRegionID(), segment.MaxRegionID)+1)
+	}
+	return region{Name: c.Region, ID: id}, true, nil
+}
+
+// vendingRegion is the region the service names in decoded IDs.
+func (c Config) vendingRegion() vending.Region {
+	r, _, _ := c.region()
+	return vending.Region{Name: r.Name, ID: r.ID}
+}
+
+// regionName is what LEAF_REGION takes: it names buckets and metric labels.
+var regionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// block returns the segment IDs this vendor hands out: its region's block,
+// or every positive ID with no region.
+func (c Config) block() segment.Block {
+	if r, ok, _ := c.region(); ok {
+		b, _ := segment.RegionBlock(r.ID) // checked by region
+		return b
+	}
+	return segment.Whole
 }
 
 // layout parses LEAF_SNOWFLAKE_LAYOUT.
@@ -206,8 +261,18 @@ func (c Config) workerIDs() string {
 	if c.WorkerIDRange != "" {
 		return c.WorkerIDRange
 	}
+	return c.allWorkerIDs().String()
+}
+
+// allWorkerIDs is every worker ID this vendor may claim: its region's
+// block, or every one of the layout with no region.
+func (c Config) allWorkerIDs() workerid.Range {
 	l, _ := c.layout()
-	return workerid.AllOf(l).String()
+	if r, ok, _ := c.region(); ok {
+		first, last, _ := l.RegionWorkers(r.ID) // checked by region
+		return workerid.Range{First: first, Last: last}
+	}
+	return workerid.AllOf(l)
 }
 
 // instanceName names this vendor process: in lease values, the contract,
@@ -232,6 +297,12 @@ func (c Config) workerIDRange() (workerid.Range, error) {
 		all := workerid.AllOf(l)
 		return workerid.Range{First: 0, Last: -1}, fmt.Errorf("LEAF_WORKER_ID_RANGE %s is not within %s, the worker IDs of LEAF_SNOWFLAKE_LAYOUT=%s: set LEAF_WORKER_ID_RANGE within %s, or unset it for all of them",
 			r, all, l.Name(), all)
+	}
+	if reg, ok, err := c.region(); err == nil && ok {
+		if all := c.allWorkerIDs(); r.First < all.First || r.Last > all.Last {
+			return workerid.Range{First: 0, Last: -1}, fmt.Errorf("LEAF_WORKER_ID_RANGE %s is not within %s, the worker IDs of region %s: set LEAF_WORKER_ID_RANGE within %s, or unset it for all of them",
+				r, all, reg, all)
+		}
 	}
 	return r, nil
 }

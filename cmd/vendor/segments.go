@@ -66,6 +66,6 @@ func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, repl
 	}
 	var err error
 	v.alloc, err = segment.Open(ctx, segment.Options{Store: v.store, Logger: v.log, MaxStep: cfg.SegmentMaxStep, Marks: marks, GiveBack: cfg.SegmentGiveBack,
-		RateLimit: cfg.SegmentRateLimit, RateBurst: cfg.SegmentRateBurst})
+		RateLimit: cfg.SegmentRateLimit, RateBurst: cfg.SegmentRateBurst, Block: cfg.block()})
 	return err
 }

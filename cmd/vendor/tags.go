@@ -92,7 +92,7 @@ func checkStep(step int64) error {
 
 func tagsAdd(fs *flag.FlagSet) runner {
 	step := fs.Int64("step", 1000, "IDs per segment (the smallest step the dynamic step may use)")
-	start := fs.Int64("start", 1, "first ID of the tag")
+	start := fs.Int64("start", 0, "first ID of the tag (default: 1, or the first ID of this vendor's region, LEAF_REGION_ID)")
 	desc := fs.String("description", "", "what the tag is for")
 	strict := fs.Bool("strict", false, "IDs increase across the whole cluster (one vendor at a time serves the tag)")
 	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
@@ -100,6 +100,13 @@ func tagsAdd(fs *flag.FlagSet) runner {
 			return err
 		}
 		tag := pos[0]
+		block := cfg.block()
+		if *start == 0 {
+			*start = block.First
+		}
+		if *start < block.First || *start >= block.End {
+			return usagef("-start %d is not among this region's IDs, %d to %d (LEAF_REGION_ID)", *start, block.First, block.End-1)
+		}
 		row := segment.Row{Tag: tag, MaxID: *start, Step: *step, Description: *desc, Strict: *strict}
 		if err := segment.ValidateRow(row); err != nil {
 			return usagef("%v", err)
