@@ -157,9 +157,10 @@ type Machine struct {
 	failing   bool
 	claimErr  string // the last claim failure logged
 
-	stopping bool  // a Stop came: end once nothing is held
-	final    bool  // the release out ends the machine
-	why      error // why it ends, or why the start failed
+	now      time.Time // of the last event
+	stopping bool      // a Stop came: end once nothing is held
+	final    bool      // the release out ends the machine
+	why      error     // why it ends, or why the start failed
 	renewals uint64
 	failures uint64
 }
@@ -195,6 +196,7 @@ func (m *Machine) Status() Status {
 
 // Step takes one event and returns what to do.
 func (m *Machine) Step(ev Event) Ready {
+	m.unstep(ev.Now)
 	var r Ready
 	switch ev.Kind {
 	case Tick:
@@ -218,6 +220,22 @@ func (m *Machine) Step(ev Event) Ready {
 		r.Wake = m.wake()
 	}
 	return r
+}
+
+// unstep moves what is due back with a clock stepped back (by hand, or
+// one whose readings are not monotonic): else a step back would put the
+// next renewal off by as much. Deadlines stay: a window ends when its
+// clock says so.
+func (m *Machine) unstep(now time.Time) {
+	if !m.now.IsZero() && now.Before(m.now) {
+		back := m.now.Sub(now)
+		for _, t := range []*time.Time{&m.renewAt, &m.calm, &m.retryAt} {
+			if !t.IsZero() {
+				*t = t.Add(-back)
+			}
+		}
+	}
+	m.now = now
 }
 
 func (m *Machine) tick(ev Event, r *Ready) {

@@ -259,6 +259,22 @@ func TestMachineStopWhileOut(t *testing.T) {
 	}
 }
 
+// A clock stepped back puts the next renewal off by no more than the time
+// since the last event (which a clock that steps cannot tell), not by the
+// step.
+func TestMachineClockSteppedBack(t *testing.T) {
+	s := newStepper(t, Config{Reclaim: true})
+	s.hold(3 * time.Second)
+	s.at(900*time.Millisecond - 10*time.Second) // 0.9 s later, on a clock stepped back 10 s
+	r := s.tick(0)
+	if s.want(r, None, Held); !r.Wake.Equal(s.now.Add(time.Second)) {
+		t.Fatalf("wake in %v, want the interval, 1s", r.Wake.Sub(s.now))
+	}
+	if w := s.m.Status().Window; !w.Until.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("window %+v: the deadline moved", w)
+	}
+}
+
 func TestWindowCheck(t *testing.T) {
 	w := Window{NotBefore: t0.Add(time.Second), Until: t0.Add(3 * time.Second), Fence: 4}
 	for _, c := range []struct {
