@@ -15,7 +15,7 @@ import (
 
 func openLeaders(t *testing.T, js jetstream.JetStream, ttl time.Duration, holder string) *Leaders {
 	t.Helper()
-	ls, err := OpenLeaders(context.Background(), js, ttl, 1, holder)
+	ls, err := OpenLeaders(context.Background(), js, LeadersConfig{TTL: ttl, Holder: holder})
 	if err != nil {
 		t.Fatal(err)
 	}

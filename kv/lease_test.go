@@ -174,7 +174,7 @@ func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
 	ctx := context.Background()
 	last := time.Now().UnixMilli()
 	// The renewal's writes, as the server applied them.
-	if _, err := l.leases.Put(ctx, leaseKey(9), l.value); err != nil {
+	if _, err := l.key.kv.Put(ctx, leaseKey(9), l.key.value); err != nil {
 		t.Fatal(err)
 	}
 	renewed := last + 300 // a deadline just ahead, as a renewal records
@@ -184,7 +184,7 @@ func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
 	if err := l.Release(ctx, last); err != nil {
 		t.Fatalf("release after a renewal whose ack was lost: %v", err)
 	}
-	if _, err := l.leases.Get(ctx, leaseKey(9)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := l.key.kv.Get(ctx, leaseKey(9)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("lease key after the release: %v, want deleted", err)
 	}
 	e, err := l.clocks.Get(ctx, leaseKey(9))
@@ -197,7 +197,7 @@ func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
 
 	// Someone else's writes are not taken for ours.
 	l2 := claim(t, js, cfg)
-	if _, err := l2.leases.Put(ctx, leaseKey(9), []byte(`{"holder":"another"}`)); err != nil {
+	if _, err := l2.key.kv.Put(ctx, leaseKey(9), []byte(`{"holder":"another"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l2.Release(ctx, time.Now().UnixMilli()); err == nil {
@@ -503,7 +503,7 @@ func TestRenewalChecksItsOwnValue(t *testing.T) {
 	clocks, _ := js.KeyValue(ctx, ClocksBucket)
 	// Both of the renewal's writes land, their acks lost: the holder's
 	// revisions are behind its own writes.
-	if _, err := leases.Update(ctx, leaseKey(5), l.value, l.rev); err != nil {
+	if _, err := leases.Update(ctx, leaseKey(5), l.key.value, l.key.rev); err != nil {
 		t.Fatal(err)
 	}
 	next := time.Now().Add(time.Second).UnixMilli()

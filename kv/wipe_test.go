@@ -23,8 +23,8 @@ func TestBucketsStartTheirRevisionsAtTheirCreation(t *testing.T) {
 	js := newJS(t, s)
 	before := uint64(time.Now().UnixMicro())
 	l := claim(t, js, LeaseConfig{TTL: time.Second, IDs: ids(1, 1)})
-	if l.rev < before || l.clockRev < before {
-		t.Fatalf("revisions %d (lease) and %d (timestamp), want from %d on", l.rev, l.clockRev, before)
+	if l.key.rev < before || l.clockRev < before {
+		t.Fatalf("revisions %d (lease) and %d (timestamp), want from %d on", l.key.rev, l.clockRev, before)
 	}
 }
 
@@ -72,7 +72,7 @@ func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
 	established(t, js, ttl)
 	a := claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(3, 3)})
 	ga := leasedGen(t, a, nil)
-	oldRev := a.rev
+	oldRev := a.key.rev
 
 	ctx := context.Background()
 	for _, b := range []string{WorkersBucket, ClocksBucket} {
@@ -119,8 +119,8 @@ func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
 	ga.Revoke()
 	close(stop)
 	wg.Wait()
-	if b.rev <= oldRev {
-		t.Fatalf("new lease revision %d not above the old holder's %d", b.rev, oldRev)
+	if b.key.rev <= oldRev {
+		t.Fatalf("new lease revision %d not above the old holder's %d", b.key.rev, oldRev)
 	}
 	if len(idsA) == 0 {
 		t.Fatal("the old holder made no ID")

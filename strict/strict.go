@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -64,7 +65,7 @@ var (
 	// holds the tag's lease.
 	ErrLedElsewhere = errors.New("strict: another vendor leads the tag")
 	// ErrLost is what a Lease's Renew wraps once the lease is gone.
-	ErrLost = errors.New("strict: lead lost")
+	ErrLost = lease.ErrLost
 )
 
 // Source is where a leader takes a strict tag's IDs: segment.Allocator.

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
 var (
 	// ErrLeaseLost is wrapped by a Holder whose worker ID is no longer its
 	// own: the Keeper stops vending with it and claims another.
-	ErrLeaseLost = errors.New("workerid: worker ID lease lost")
+	ErrLeaseLost = lease.ErrLost
 	// ErrClockBehind is returned when the clock is further behind a worker
 	// ID's last recorded timestamp than the caller will wait.
 	ErrClockBehind = errors.New("workerid: clock is behind the worker ID's last recorded timestamp")

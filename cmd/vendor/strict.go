@@ -38,7 +38,7 @@ func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, fc stri
 	cfg, log, nc, alloc := v.cfg, v.log, v.svcConn, v.alloc
 	var leaders *kv.Leaders
 	if err := v.retry(ctx, "open the strict tags' leaders bucket", func() (err error) {
-		leaders, err = kv.OpenLeaders(ctx, js, cfg.StrictLeaseTTL, cfg.KVReplicas, instanceName())
+		leaders, err = kv.OpenLeaders(ctx, js, kv.LeadersConfig{TTL: cfg.StrictLeaseTTL, Replicas: cfg.KVReplicas, Holder: instanceName()})
 		return err
 	}); err != nil {
 		return nil, err
