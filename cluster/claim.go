@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -132,7 +133,7 @@ func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
 	if conflict.Same {
 		return conflict // retried: the other holder's lease is gone from the bucket, and it gives the ID up
 	}
-	return workerid.Permanent(conflict)
+	return lease.Permanent(conflict)
 }
 
 // claimError maps kv.Claim's errors: those that waiting cannot fix are
@@ -140,17 +141,17 @@ func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
 func claimError(err error, ids workerid.Range, samples []ClockSample) error {
 	switch {
 	case errors.Is(err, kv.ErrHeldByLive):
-		return workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (%s): pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker",
+		return lease.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (%s): pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker",
 			ids.First, strings.TrimPrefix(err.Error(), kv.ErrHeldByLive.Error()+": ")))
 	case errors.Is(err, kv.ErrNoFreeWorkerID):
 		return fmt.Errorf("%w; waiting for one (LEAF_WORKER_ID_RANGE is %s)", err, ids)
 	case errors.Is(err, workerid.ErrClockBehind) && len(samples) > 0:
-		return workerid.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
+		return lease.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
 			err, samples[0].Who))
 	case errors.Is(err, kv.ErrCorrupt) && ids.Size() == 1,
 		errors.Is(err, workerid.ErrClockBehind), errors.Is(err, kv.ErrReplicas),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return workerid.Permanent(err)
+		return lease.Permanent(err)
 	}
 	return err
 }
@@ -171,7 +172,7 @@ func (h *held) Renew(ctx context.Context, last int64) (time.Time, error) {
 	switch {
 	case err == nil:
 		h.g.holding.Deadline = deadline
-	case errors.Is(err, workerid.ErrLeaseLost):
+	case errors.Is(err, lease.ErrLost):
 		h.g.holding.Held = false
 	}
 	return deadline, err

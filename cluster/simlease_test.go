@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -1190,7 +1191,7 @@ func (w *simWorld) renewHeld(v *simVendor, last int64) (time.Time, error) {
 		w.stats.renewals++
 		v.holding.Deadline = deadline
 		v.sess.atRisk = false // the record covers its IDs and window again
-	case errors.Is(err, workerid.ErrLeaseLost):
+	case errors.Is(err, lease.ErrLost):
 		w.stats.lost++
 		v.holding.Held = false
 	default:
@@ -1221,7 +1222,7 @@ func (w *simWorld) renew(v *simVendor) {
 		v.gen.Window(deadline)
 		v.deadline, v.renewAt = deadline, w.now.Add(v.interval)
 		w.logf(v, "renewed worker ID %d until %s", id, simAt(deadline))
-	case errors.Is(err, workerid.ErrLeaseLost):
+	case errors.Is(err, lease.ErrLost):
 		v.gen.Revoke()
 		w.story(v.sess, "lost (%v)", err)
 		v.lease, v.sess, v.gen = nil, nil, nil

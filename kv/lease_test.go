@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -293,7 +294,7 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
 	}
 	// The old holder, waking up, cannot renew.
-	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, workerid.ErrLeaseLost) {
+	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("old holder's renewal: %v, want ErrLeaseLost", err)
 	}
 }
@@ -480,7 +481,7 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 	if _, err := clocks.Put(context.Background(), leaseKey(5), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, workerid.ErrLeaseLost) {
+	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew after the timestamp changed under it: %v, want ErrLeaseLost", err)
 	}
 }
@@ -521,13 +522,13 @@ func TestRenewalChecksItsOwnValue(t *testing.T) {
 	if _, err := leases.Update(ctx, leaseKey(5), other, e.Revision()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) || !strings.Contains(err.Error(), "twin/9's now") {
+	if _, err := l.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "twin/9's now") {
 		t.Fatalf("renewal over another claim: %v", err)
 	}
 
 	l2 := claim(t, js, LeaseConfig{TTL: 2 * time.Second, IDs: &workerid.Range{First: 6, Last: 6}})
 	leases.Purge(ctx, leaseKey(6))
-	if _, err := l2.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) || !strings.Contains(err.Error(), "went back to before the claim") {
+	if _, err := l2.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "went back to before the claim") {
 		t.Fatalf("renewal of a lease whose key is gone: %v", err)
 	}
 }

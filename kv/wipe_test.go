@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
-	"github.com/leaf-nats/leaf/workerid"
 )
 
 // Revisions of a bucket created by leaf-nats start at its creation's Unix
@@ -113,7 +113,7 @@ func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(a.Deadline()))
-	if _, err := a.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) {
+	if _, err := a.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("old holder's renewal after the wipe: %v, want ErrLeaseLost", err)
 	}
 	ga.Revoke()

@@ -112,8 +112,14 @@ func (d *Driver) Run(ctx context.Context) error {
 			return r.Err
 		case openErr != nil:
 			ev = Event{Kind: Stop, Now: d.cfg.Clock.Now(), Err: openErr}
-		default:
-			ev = d.next(ctx, r)
+			continue
+		}
+		ev = d.next(ctx, r)
+		if r.Do != None && ctx.Err() != nil {
+			// Stopped while the action was out (which may have failed for
+			// it): the machine learns of the stop first, and ends with the
+			// outcome rather than act on it, claiming again or logging.
+			m.Step(Event{Kind: Stop, Now: ev.Now, Err: cause(ctx)})
 		}
 	}
 }
