@@ -295,7 +295,7 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 	}
 	// The old holder, waking up, cannot renew.
 	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("old holder's renewal: %v, want ErrLeaseLost", err)
+		t.Fatalf("old holder's renewal: %v, want lease.ErrLost", err)
 	}
 }
 
@@ -482,7 +482,7 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("Renew after the timestamp changed under it: %v, want ErrLeaseLost", err)
+		t.Fatalf("Renew after the timestamp changed under it: %v, want lease.ErrLost", err)
 	}
 }
 

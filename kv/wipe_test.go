@@ -114,7 +114,7 @@ func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
 	}
 	time.Sleep(time.Until(a.Deadline()))
 	if _, err := a.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("old holder's renewal after the wipe: %v, want ErrLeaseLost", err)
+		t.Fatalf("old holder's renewal after the wipe: %v, want lease.ErrLost", err)
 	}
 	ga.Revoke()
 	close(stop)
