@@ -163,29 +163,27 @@ func (g *Guard) run(ctx context.Context) error {
 func (g *Guard) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckEvery)
 	defer cancel()
-	o := g.observe(ctx)
-	for range 3 { // a write, then the step that reads what it left
+	step := func(o Observation) Decision {
 		g.mu.Lock()
-		d := g.core.Step(o)
-		g.mu.Unlock()
-		for _, l := range d.Logs {
-			g.log.Log(ctx, l.Level, l.Msg, l.Args...)
-		}
-		if d.Fatal != nil {
-			return d.Fatal
-		}
-		if d.Write == nil {
-			g.settle(d.Note)
-			return nil
-		}
-		o.Contract = g.write(ctx, *d.Write, d.Rev)
+		defer g.mu.Unlock()
+		return g.core.Step(o)
+	}
+	d := Pass(g.observe(ctx), step, func(c kv.Contract, rev uint64) ContractReading { return g.write(ctx, c, rev) })
+	for _, l := range d.Logs {
+		g.log.Log(ctx, l.Level, l.Msg, l.Args...)
+	}
+	switch {
+	case d.Fatal != nil:
+		return d.Fatal
+	case d.Write == nil:
+		g.settle(d.Note)
 	}
 	return nil
 }
 
 // observe reads the store's identity, the contract and the live peers.
 func (g *Guard) observe(ctx context.Context) Observation {
-	o := Observation{Now: time.Now()}
+	o := Observation{Now: g.clock.Now()}
 	info, err := g.cfg.Store.Info(ctx)
 	o.Store = StoreReading{Info: info, Err: err, Refused: errors.Is(err, segment.ErrRefused)}
 	if err != nil && g.cfg.Kind == KindKV {
