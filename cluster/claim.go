@@ -82,14 +82,12 @@ func (g *Guard) Claim(ctx context.Context, r workerid.ClaimRequest) (workerid.Ho
 	if err := g.alone(ctx, l); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	g.holding = holding{PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()}}
-	g.mu.Unlock()
+	g.self.set(PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()})
 	if l.TTL() != g.cfg.Lease.TTL {
 		g.log.Warn("the lease TTL is the one bucket leaf_workers keeps, not LEAF_WORKER_LEASE_TTL; to change it: vendor cluster set-lease-ttl "+g.cfg.Lease.TTL.String(),
 			"bucket_ttl", l.TTL(), "configured", g.cfg.Lease.TTL)
 	}
-	return &held{Lease: l, g: g}, nil
+	return &held{Lease: l, self: &g.self}, nil
 }
 
 // sampleClocks measures the NATS server's clock (the time stamp of a
@@ -156,31 +154,22 @@ func claimError(err error, ids workerid.Range, samples []ClockSample) error {
 	return err
 }
 
-// held is a claimed lease that tells the Guard of its renewals and its
-// release.
+// held is a claimed lease that tells the Guard of each renewal and of its
+// release, for what it answers the other vendors.
 type held struct {
 	*kv.Lease
-	g *Guard
+	self *selfWorker
 }
 
 var _ workerid.Holder = (*held)(nil)
 
 func (h *held) Renew(ctx context.Context, last int64) (time.Time, error) {
 	deadline, err := h.Lease.Renew(ctx, last)
-	h.g.mu.Lock()
-	defer h.g.mu.Unlock()
-	switch {
-	case err == nil:
-		h.g.holding.Deadline = deadline
-	case errors.Is(err, lease.ErrLost):
-		h.g.holding.Held = false
-	}
+	h.self.renewed(deadline, err)
 	return deadline, err
 }
 
 func (h *held) Release(ctx context.Context, last int64) error {
-	h.g.mu.Lock()
-	h.g.holding.Held = false
-	h.g.mu.Unlock()
+	h.self.released()
 	return h.Lease.Release(ctx, last)
 }
