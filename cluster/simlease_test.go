@@ -44,6 +44,9 @@ import (
 // driver until a simulated time), and the world hands the turn to one
 // driver at a time, when its alarm is due or it was rung, and waits until
 // it parks again, so that a turn is as deterministic as a function call.
+// In the same world every vendor also contends for a strict tag's lead,
+// run by the same driver and machine (simlead_test.go): two leads never
+// serve at once.
 //
 // The store is a fake jetstream.JetStream holding the buckets the leases
 // touch. Each bucket is one stream: every write takes its next sequence,
@@ -146,18 +149,18 @@ const (
 
 func TestSimLease(t *testing.T) {
 	seeds, steps := simPlan(t)
-	var total, ids int64
+	var total, ids, windows int64
 	for _, seed := range seeds {
 		w := newSimWorld(seed)
 		err := w.run(steps)
-		total, ids = total+int64(w.step), ids+w.count
+		total, ids, windows = total+int64(w.step), ids+w.count, windows+int64(w.stats.leadWindows)
 		if err != nil {
 			t.Fatalf("%v\nreplay it with: %s=%d %s=%d go test -count=1 -run 'TestSimLease$' -v ./cluster/",
 				err, simSeedEnv, seed, simStepsEnv, steps)
 		}
 		t.Logf("seed %d: %d steps, %v simulated, %d IDs, %s", seed, w.step, w.now.Sub(simStart).Round(time.Second), w.count, w.stats)
 	}
-	t.Logf("%d steps, %d IDs, no repeats", total, ids)
+	t.Logf("%d steps, %d IDs, no repeats; %d strict lead windows opened, never two leads at once", total, ids, windows)
 }
 
 // simPlan reads the seeds and steps to run from the environment.
@@ -218,6 +221,7 @@ type simRates struct {
 	cut                  float64
 	clockStep, crash     float64
 	stop                 float64
+	leadTTL              time.Duration
 }
 
 func simRatesFor(rng *rand.Rand) simRates {
@@ -233,6 +237,7 @@ func simRatesFor(rng *rand.Rand) simRates {
 		clockStep: 0.001 + 0.006*rng.Float64(),
 		crash:     0.0002 + 0.001*rng.Float64(),
 		stop:      0.0003 + 0.0015*rng.Float64(),
+		leadTTL:   []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}[rng.IntN(3)],
 	}
 }
 
@@ -240,11 +245,14 @@ func simRatesFor(rng *rand.Rand) simRates {
 type simStats struct {
 	claims, claimFails, excluded, renewals, renewFails, lost int
 	rewinds, crashes, stops, steps, shut, vendFails          int
+	leadWindows, leadServed, leadsLost, stepDowns            int
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d claims (%d failed, %d passed over or put off as excluded), %d renewals (%d failed, %d leases lost), %d rewinds, %d crashes, %d stops, %d clock steps, %d gates shut, %d refused vends",
-		s.claims, s.claimFails, s.excluded, s.renewals, s.renewFails, s.lost, s.rewinds, s.crashes, s.stops, s.steps, s.shut, s.vendFails)
+	return fmt.Sprintf("%d claims (%d failed, %d passed over or put off as excluded), %d renewals (%d failed, %d leases lost), %d rewinds, %d crashes, %d stops, %d clock steps, %d gates shut, %d refused vends; "+
+		"strict leads: %d windows opened, %d requests served, %d leads lost, %d stepped down",
+		s.claims, s.claimFails, s.excluded, s.renewals, s.renewFails, s.lost, s.rewinds, s.crashes, s.stops, s.steps, s.shut, s.vendFails,
+		s.leadWindows, s.leadServed, s.leadsLost, s.stepDowns)
 }
 
 // The store.
@@ -671,9 +679,10 @@ func newSimWorld(seed uint64) *simWorld {
 	w.buckets = map[string]*simBucket{
 		kv.WorkersBucket: w.leases, kv.ClocksBucket: w.clocks,
 		kv.ClusterBucket: {name: kv.ClusterBucket, created: created, msgs: map[string]simMsg{}},
+		kv.LeadersBucket: {name: kv.LeadersBucket, maxAge: w.rates.leadTTL, created: created, msgs: map[string]simMsg{}},
 	}
 	for i := range w.rates.vendors {
-		v := &simVendor{w: w, name: fmt.Sprintf("v%d", i), off: simOffset(rng)}
+		v := &simVendor{w: w, name: fmt.Sprintf("v%d", i), off: simOffset(rng), mono: simOffset(rng)}
 		w.vendors = append(w.vendors, v)
 		w.restart(v)
 	}
@@ -736,7 +745,13 @@ func (w *simWorld) edge() time.Time {
 		soon(d.due)
 	}
 	for _, v := range w.vendors {
-		times := []time.Time{v.back, v.check, v.due, v.self.get().Deadline.Add(-v.off)}
+		times := []time.Time{v.back, v.check, v.self.get().Deadline.Add(-v.off)}
+		if v.drv != nil {
+			times = append(times, v.drv.due)
+		}
+		if v.lead != nil {
+			times = append(times, v.lead.d.due, v.lead.drv.Status().Window.Until.Add(-v.mono))
+		}
 		if v.sess != nil {
 			times = append(times, v.sess.window.Add(-v.off))
 		}
@@ -977,17 +992,17 @@ type simVendor struct {
 
 	// The Keeper's part.
 	keeper *workerid.Keeper
+	drv    *simDriver // its driver's
 	sess   *simSession
-	parked chan time.Time // the driver parks until then (zero: until rung)
-	wake   chan struct{}
-	due    time.Time // when the parked driver wakes, by the server's time; zero: when rung
-	rung   bool
+
+	// The strict tag's lead (simlead_test.go), on a clock mono off the
+	// server's, which does not step.
+	mono    time.Duration
+	leaders *kv.Leaders
+	lead    *simLead
 }
 
-var (
-	_ snowflake.Clock = (*simVendor)(nil)
-	_ lease.Clock     = (*simVendor)(nil)
-)
+var _ snowflake.Clock = (*simVendor)(nil)
 
 func (v *simVendor) Now() time.Time { return v.w.now.Add(v.off) }
 
@@ -995,57 +1010,76 @@ func (v *simVendor) Now() time.Time { return v.w.now.Add(v.off) }
 // so, within a request, for its next millisecond.
 func (v *simVendor) Sleep(d time.Duration) { v.w.now = v.w.now.Add(max(d, time.Microsecond)) }
 
-// NewAlarm is the alarm of the Keeper's driver.
-func (v *simVendor) NewAlarm() lease.Alarm { return simAlarm{v} }
-
-type simAlarm struct{ v *simVendor }
-
-// Wait parks the driver until, by the vendor's clock, until: like a real
-// timer it waits the duration to it, which a clock step meanwhile does not
-// change.
-func (a simAlarm) Wait(ctx context.Context, until time.Time) {
-	var due time.Time
-	if !until.IsZero() {
-		due = until.Add(-a.v.off)
-	}
-	a.v.park(ctx, due)
+// simDriver is the clock a lease.Driver runs on in the simulation, and its
+// turns: its alarm parks the driver's goroutine until a simulated time,
+// and the world wakes it then (or once rung), and waits until it parks
+// again or ends, so that one goroutine at a time touches the world.
+type simDriver struct {
+	w      *simWorld
+	v      *simVendor       // whose requests the driver's are
+	now    func() time.Time // its time
+	parked chan time.Time   // the driver parks until then (zero: until rung)
+	wake   chan struct{}
+	done   <-chan struct{} // closed once the driver has returned
+	due    time.Time       // when the parked driver wakes, by the server's time; zero: when rung
+	rung   bool
 }
 
-// Ring has the world wake the driver at its next turn. Only NextN rings,
-// on the world's goroutine, while the driver is parked.
-func (a simAlarm) Ring() { a.v.rung = true }
+var _ lease.Clock = (*simDriver)(nil)
+
+func newSimDriver(v *simVendor, now func() time.Time) *simDriver {
+	return &simDriver{w: v.w, v: v, now: now, parked: make(chan time.Time), wake: make(chan struct{})}
+}
+
+func (d *simDriver) Now() time.Time           { return d.now() }
+func (d *simDriver) NewAlarm() lease.Alarm    { return d }
+func (d *simDriver) ready(now time.Time) bool { return d.rung || !d.due.IsZero() && !now.Before(d.due) }
+
+// Wait parks the driver until, by its clock, until: like a real timer it
+// waits the duration to it, which a clock step meanwhile does not change.
+func (d *simDriver) Wait(ctx context.Context, until time.Time) {
+	var due time.Time
+	if !until.IsZero() {
+		due = d.w.now.Add(until.Sub(d.now()))
+	}
+	d.park(ctx, due)
+}
+
+// Ring has the world wake the driver at its next turn. Only the world
+// rings (NextN, a strict request), while the driver is parked.
+func (d *simDriver) Ring() { d.rung = true }
 
 // park hands the turn back to the world until due (zero: until rung), or
-// until ctx ends (the Keeper closes).
-func (v *simVendor) park(ctx context.Context, due time.Time) {
+// until ctx ends (the driver is stopped).
+func (d *simDriver) park(ctx context.Context, due time.Time) {
 	select {
-	case v.parked <- due:
+	case d.parked <- due:
 	case <-ctx.Done():
 		return
 	}
 	select {
-	case <-v.wake:
+	case <-d.wake:
 	case <-ctx.Done():
 	}
 }
 
-// turn lets v's driver run until it parks again.
-
-func (w *simWorld) turn(v *simVendor) {
-	v.rung = false
-	w.caller = v
-	v.wake <- struct{}{}
-	w.await(v, v.keeper)
+// turn lets d run until it parks again or ends.
+func (w *simWorld) turn(d *simDriver) {
+	d.rung = false
+	w.caller = d.v
+	d.wake <- struct{}{}
+	w.await(d)
 }
 
-// await waits until v's driver, k's, parks; a Keeper that ends by itself
-// (a permanent error: a bug here) fails the run.
-func (w *simWorld) await(v *simVendor, k *workerid.Keeper) {
+// await waits until d parks, or ends: then it reports false.
+func (w *simWorld) await(d *simDriver) bool {
 	defer func() { w.caller = nil }()
 	select {
-	case v.due = <-v.parked:
-	case <-k.Done():
-		w.failed = fmt.Errorf("seed %d: the Keeper of %s stopped: %v", w.seed, v.name, k.Err())
+	case d.due = <-d.parked:
+		return true
+	case <-d.done:
+		d.due = time.Time{}
+		return false
 	}
 }
 
@@ -1092,11 +1126,15 @@ func (w *simWorld) act(v *simVendor) {
 	if !w.now.Before(v.check) {
 		w.check(v)
 	}
-	if v.keeper != nil && w.failed == nil && (v.rung || !v.due.IsZero() && !w.now.Before(v.due)) {
-		w.turn(v)
+	if v.keeper != nil && w.failed == nil && v.drv.ready(w.now) {
+		w.turn(v.drv)
+		w.keeperStopped(v)
 	}
 	if v.keeper != nil && !v.shut && w.failed == nil && v.keeper.Status().Held && w.rng.IntN(10) < 6 {
 		w.vend(v)
+	}
+	if w.failed == nil {
+		w.actLead(v)
 	}
 }
 
@@ -1106,9 +1144,9 @@ var simIDs = workerid.Range{First: 0, Last: simWorkers - 1}
 // restart starts a vendor afresh: Guard.Open checks at once, the Keeper
 // claims at once.
 func (w *simWorld) restart(v *simVendor) {
-	*v = simVendor{w: w, name: v.name, off: v.off, cutUntil: v.cutUntil, fence: v.fence, alive: true,
-		core: NewCore(simTerms, KindKV, v.name, w.rates.ttl), self: &selfWorker{},
-		parked: make(chan time.Time), wake: make(chan struct{})}
+	*v = simVendor{w: w, name: v.name, off: v.off, mono: v.mono, cutUntil: v.cutUntil, fence: v.fence, alive: true,
+		core: NewCore(simTerms, KindKV, v.name, w.rates.ttl), self: &selfWorker{}}
+	v.drv = newSimDriver(v, v.Now)
 	w.logf(v, "starts")
 	w.check(v)
 	w.caller = v // the driver claims at once, on its goroutine, until it parks
@@ -1116,7 +1154,7 @@ func (w *simWorld) restart(v *simVendor) {
 		Claim:     v.claim,
 		IDs:       &simIDs,
 		Generator: snowflake.Settings{Clock: v, SeqStart: func(uint32) uint32 { return 0 }},
-		Clock:     v,
+		Clock:     v.drv,
 		Fence:     func() uint64 { return v.fence },
 		Logger:    slog.New(simLog{v: v}),
 	})
@@ -1124,8 +1162,20 @@ func (w *simWorld) restart(v *simVendor) {
 		w.caller, w.failed = nil, fmt.Errorf("seed %d: %w", w.seed, err)
 		return
 	}
-	w.await(v, k)
+	v.drv.done = k.Done()
+	w.await(v.drv)
+	w.keeperStopped(v)
 	v.keeper = k
+}
+
+// keeperStopped fails the run: a Keeper ends by itself only on a permanent
+// error, which nothing here makes.
+func (w *simWorld) keeperStopped(v *simVendor) {
+	select {
+	case <-v.drv.done:
+		w.failed = fmt.Errorf("seed %d: the Keeper of %s stopped by itself", w.seed, v.name)
+	default:
+	}
 }
 
 // closeKeeper is Keeper.Close: the generator revoked, the worker ID
@@ -1144,6 +1194,7 @@ func (w *simWorld) closeKeeper(v *simVendor, dead bool) {
 // was.
 func (w *simWorld) down(v *simVendor) {
 	w.closeKeeper(v, true)
+	w.closeLead(v, true, errors.New("crashed"))
 	v.alive, v.sess = false, nil
 	v.self.set(PeerWorker{})
 	v.back = w.now.Add(time.Duration(w.rng.IntN(8000)) * time.Millisecond)
@@ -1154,6 +1205,7 @@ func (w *simWorld) stop(v *simVendor) {
 	w.stats.stops++
 	w.logf(v, "STOPS")
 	w.closeKeeper(v, false)
+	w.closeLead(v, false, errors.New("vendor stopping"))
 	w.down(v)
 }
 
@@ -1162,6 +1214,7 @@ func (w *simWorld) stop(v *simVendor) {
 func (w *simWorld) shutdown() {
 	for _, v := range w.vendors {
 		w.closeKeeper(v, true)
+		w.closeLead(v, true, errors.New("the run is over"))
 	}
 }
 
@@ -1225,7 +1278,7 @@ func (v *simVendor) claim(ctx context.Context, _ workerid.ClaimRequest) (workeri
 		}
 		wait := time.Duration(10+w.rng.IntN(90)) * time.Millisecond
 		w.logf(v, "claim waits %v: %v", wait, err)
-		v.park(ctx, w.now.Add(wait))
+		v.drv.park(ctx, w.now.Add(wait))
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -1499,14 +1552,19 @@ func (w *simWorld) report(now, before *simSession, what string) error {
 	for _, s := range []*simSession{before, now} {
 		fmt.Fprintf(&b, "session %d (%s, worker ID %d): %s\n", s.id, s.v.name, s.wid, strings.Join(s.story, "; "))
 	}
+	w.lastEvents(&b)
+	return errors.New(b.String())
+}
+
+// lastEvents writes the last events and vends of the trace.
+func (w *simWorld) lastEvents(b *strings.Builder) {
 	events := append(w.trace.all(), w.vends.all()...)
 	slices.SortFunc(events, func(a, b simEvent) int { return a.n - b.n })
-	fmt.Fprintf(&b, "the last %d events and %d vends (step, server time, vendor and its clock's offset):\n", len(w.trace.ring), len(w.vends.ring))
+	fmt.Fprintf(b, "the last %d events and %d vends (step, server time, vendor and its clock's offset):\n", len(w.trace.ring), len(w.vends.ring))
 	for _, e := range events {
 		b.WriteString(e.String())
 		b.WriteByte('\n')
 	}
-	return errors.New(b.String())
 }
 
 // simEvent is a line of the trace, and its place in it: what happened,
