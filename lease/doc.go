@@ -12,10 +12,26 @@
 // when to be woken next. It does no I/O and starts no goroutine, so tests
 // step it through every case and simulations run it in simulated time.
 //
-//	Idle ──claim──▶ Claiming ──claimed──▶ Starting ──renewed──▶ Held ⇄ Renewing
-//	  ▲                │ failed              │ failed, lost         │ lost
-//	  └── backoff ─────┘                     ▼                      ▼
-//	                                     Releasing ──released──▶ Idle, or Stopped
+//	state      event                   next state: what the Ready asks
+//	Idle       tick, the retry due     Claiming: claim
+//	Claiming   claimed                 Starting: renew
+//	           claim failed            Idle: claim again after a backoff
+//	                                   (Stopped without Reclaim, or on a
+//	                                   permanent error before any hold)
+//	Starting   renewed                 Held: open the window
+//	           failed, lost            Releasing: release (then Idle with a
+//	                                   backoff, or Stopped)
+//	Held       tick, renewal due or    Renewing: renew
+//	           fence moved
+//	           stop                    Releasing: shut, release, then Stopped
+//	Renewing   renewed                 Held: extend the window
+//	           failed                  Held: retry in a quarter of the
+//	                                   interval (without Reclaim and past
+//	                                   the deadline: shut, release, Stopped)
+//	           lost                    shut; Claiming with Reclaim, else
+//	                                   Stopped
+//	Releasing  released                Idle (after a failed start, with
+//	                                   Reclaim) or Stopped
 //
 // A hold serves only within its Window: from the claim's NotBefore until
 // the last renewal's deadline, while the fence reads what it read before
@@ -36,7 +52,10 @@
 // claim; a strict lead stops (the next request for the tag may take the
 // lead again), as it does when its renewals fail past its deadline, where
 // it gives the key up so that another vendor need not wait for it to
-// expire. A Stop shuts the window and releases the hold.
+// expire. A Stop shuts the window and releases the hold; one that comes
+// while an action is out takes effect with its outcome. A clock stepped
+// back moves what is due back with it (a renewal is put off by at most an
+// interval, not by the step); deadlines stay where their clock put them.
 //
 // # The driver
 //
