@@ -144,7 +144,8 @@ func claimError(err error, ids workerid.Range, samples []ClockSample) error {
 	case errors.Is(err, kv.ErrNoFreeWorkerID):
 		return fmt.Errorf("%w; waiting for one (LEAF_WORKER_ID_RANGE is %s)", err, ids)
 	case errors.Is(err, workerid.ErrClockBehind) && len(samples) > 0:
-		return lease.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
+		return lease.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): "+
+			"waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
 			err, samples[0].Who))
 	case errors.Is(err, kv.ErrCorrupt) && ids.Size() == 1,
 		errors.Is(err, workerid.ErrClockBehind), errors.Is(err, kv.ErrReplicas),

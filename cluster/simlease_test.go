@@ -249,7 +249,8 @@ type simStats struct {
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d claims (%d failed, %d passed over or put off as excluded), %d renewals (%d failed, %d leases lost), %d rewinds, %d crashes, %d stops, %d clock steps, %d gates shut, %d refused vends; "+
+	return fmt.Sprintf("%d claims (%d failed, %d passed over or put off as excluded), %d renewals (%d failed, %d leases lost), "+
+		"%d rewinds, %d crashes, %d stops, %d clock steps, %d gates shut, %d refused vends; "+
 		"strict leads: %d windows opened, %d requests served, %d leads lost, %d stepped down",
 		s.claims, s.claimFails, s.excluded, s.renewals, s.renewFails, s.lost, s.rewinds, s.crashes, s.stops, s.steps, s.shut, s.vendFails,
 		s.leadWindows, s.leadServed, s.leadsLost, s.stepDowns)
