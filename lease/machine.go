@@ -385,11 +385,7 @@ func (m *Machine) released(ev Event, r *Ready) {
 		return
 	}
 	if m.final || m.stopping {
-		err := m.why
-		if ev.Err != nil {
-			err = errors.Join(m.why, ev.Err)
-		}
-		m.stopped(r, err)
+		m.stopped(r, joinErr(m.why, ev.Err))
 		return
 	}
 	if ev.Err != nil {
@@ -435,6 +431,18 @@ func (m *Machine) stopped(r *Ready, err error) {
 	m.shut(r)
 	m.state, m.why = Stopped, err
 	r.Stopped, r.Err = true, err
+}
+
+// joinErr is why a machine stopped, and its release's failure: either
+// alone as it is.
+func joinErr(why, release error) error {
+	switch {
+	case release == nil:
+		return why
+	case why == nil:
+		return release
+	}
+	return errors.Join(why, release)
 }
 
 func (m *Machine) log(r *Ready, now time.Time, level slog.Level, msg string, args ...any) {
