@@ -289,7 +289,7 @@ func (m *PeerMarks) gather(ctx context.Context, sub *nats.Subscription, expect m
 	var highest int64
 	start := m.cfg.Clock.Now()
 	for {
-		waited := m.cfg.Clock.Now().Sub(start)
+		waited := max(m.cfg.Clock.Now().Sub(start), 0)
 		left := peerWait - waited
 		if len(expect) == 0 {
 			left = min(left, peerGrace-waited)

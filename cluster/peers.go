@@ -158,7 +158,7 @@ func (a *Asker) Ask(ctx context.Context, wait, grace time.Duration, expect int, 
 	start := clock.Now()
 	var out []Reply
 	for {
-		waited := clock.Now().Sub(start)
+		waited := max(clock.Now().Sub(start), 0) // a clock stepped back waits no longer than wait
 		left := wait - waited
 		if len(out) >= expect {
 			left = min(left, grace-waited)
