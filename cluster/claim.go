@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
@@ -81,14 +82,12 @@ func (g *Guard) Claim(ctx context.Context, r workerid.ClaimRequest) (workerid.Ho
 	if err := g.alone(ctx, l); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	g.holding = holding{PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()}}
-	g.mu.Unlock()
+	g.self.set(PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()})
 	if l.TTL() != g.cfg.Lease.TTL {
 		g.log.Warn("the lease TTL is the one bucket leaf_workers keeps, not LEAF_WORKER_LEASE_TTL; to change it: vendor cluster set-lease-ttl "+g.cfg.Lease.TTL.String(),
 			"bucket_ttl", l.TTL(), "configured", g.cfg.Lease.TTL)
 	}
-	return &held{Lease: l, g: g}, nil
+	return &held{Lease: l, self: &g.self}, nil
 }
 
 // sampleClocks measures the NATS server's clock (the time stamp of a
@@ -132,7 +131,7 @@ func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
 	if conflict.Same {
 		return conflict // retried: the other holder's lease is gone from the bucket, and it gives the ID up
 	}
-	return workerid.Permanent(conflict)
+	return lease.Permanent(conflict)
 }
 
 // claimError maps kv.Claim's errors: those that waiting cannot fix are
@@ -140,46 +139,38 @@ func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
 func claimError(err error, ids workerid.Range, samples []ClockSample) error {
 	switch {
 	case errors.Is(err, kv.ErrHeldByLive):
-		return workerid.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (%s): pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker",
+		return lease.Permanent(fmt.Errorf("LEAF_WORKER_ID %d is held by another live worker (%s): pin another ID of LEAF_WORKER_ID_RANGE, or stop that worker",
 			ids.First, strings.TrimPrefix(err.Error(), kv.ErrHeldByLive.Error()+": ")))
 	case errors.Is(err, kv.ErrNoFreeWorkerID):
 		return fmt.Errorf("%w; waiting for one (LEAF_WORKER_ID_RANGE is %s)", err, ids)
 	case errors.Is(err, workerid.ErrClockBehind) && len(samples) > 0:
-		return workerid.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
+		return lease.Permanent(fmt.Errorf("%w; this host's clock agrees with %s, so an earlier holder's clock ran that far ahead (or it vended with a later LEAF_EPOCH): "+
+			"waiting so long is not worth it; give this vendor worker IDs no one used lately (LEAF_WORKER_ID_RANGE, LEAF_WORKER_ID)",
 			err, samples[0].Who))
 	case errors.Is(err, kv.ErrCorrupt) && ids.Size() == 1,
 		errors.Is(err, workerid.ErrClockBehind), errors.Is(err, kv.ErrReplicas),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return workerid.Permanent(err)
+		return lease.Permanent(err)
 	}
 	return err
 }
 
-// held is a claimed lease that tells the Guard of its renewals and its
-// release.
+// held is a claimed lease that tells the Guard of each renewal and of its
+// release, for what it answers the other vendors.
 type held struct {
 	*kv.Lease
-	g *Guard
+	self *selfWorker
 }
 
 var _ workerid.Holder = (*held)(nil)
 
 func (h *held) Renew(ctx context.Context, last int64) (time.Time, error) {
 	deadline, err := h.Lease.Renew(ctx, last)
-	h.g.mu.Lock()
-	defer h.g.mu.Unlock()
-	switch {
-	case err == nil:
-		h.g.holding.Deadline = deadline
-	case errors.Is(err, workerid.ErrLeaseLost):
-		h.g.holding.Held = false
-	}
+	h.self.renewed(deadline, err)
 	return deadline, err
 }
 
 func (h *held) Release(ctx context.Context, last int64) error {
-	h.g.mu.Lock()
-	h.g.holding.Held = false
-	h.g.mu.Unlock()
+	h.self.released()
 	return h.Lease.Release(ctx, last)
 }

@@ -172,6 +172,32 @@ func (c *Core) Step(o Observation) Decision {
 	return d
 }
 
+// maxWrites bounds the writes of one pass: a write, then the step that
+// reads what it left, then (a missing contract recorded without the store
+// yet) one to fill it in.
+const maxWrites = 3
+
+// Pass is one check of the cluster, as the Guard runs it and tests step
+// it: it steps with o and, while a decision asks for the contract to be
+// written, writes it and steps again with what the write left. It returns
+// the last decision, with every step's log lines; one that still asks for
+// a write after maxWrites is a core that will not settle (a bug), and the
+// caller ends the pass without carrying it out.
+func Pass(o Observation, step func(Observation) Decision, write func(c kv.Contract, rev uint64) ContractReading) Decision {
+	var logs []Log
+	var d Decision
+	for range maxWrites {
+		d = step(o)
+		logs = append(logs, d.Logs...)
+		if d.Fatal != nil || d.Write == nil {
+			break
+		}
+		o.Contract = write(*d.Write, d.Rev)
+	}
+	d.Logs = logs
+	return d
+}
+
 func (d *Decision) note(s string) {
 	if d.Note != "" {
 		d.Note += "; "

@@ -57,29 +57,29 @@ func (w *world) observe() Observation {
 	return o
 }
 
-// step runs one check: the decision that ends it, after any writes.
+// step runs one check (Pass, as the Guard runs it): the decision that
+// ends it, after any writes.
 func (w *world) step() Decision {
 	w.t.Helper()
-	o := w.observe()
-	for range 3 {
-		d := w.core.Step(o)
-		for _, l := range d.Logs {
-			w.logs = append(w.logs, l.Msg)
-		}
-		if d.Write == nil {
-			return d
-		}
-		w.writes++
-		if d.Rev != w.rev && (w.contract != nil || w.corrupt) {
-			o.Contract = ContractReading{Err: errors.New("wrong last sequence"), Wrote: true}
-			continue
-		}
-		c := *d.Write
-		w.contract, w.corrupt, w.rev = &c, false, w.rev+1
-		o.Contract = ContractReading{Rec: c, Rev: w.rev, Wrote: true}
+	d := Pass(w.observe(), w.core.Step, w.write)
+	for _, l := range d.Logs {
+		w.logs = append(w.logs, l.Msg)
 	}
-	w.t.Fatal("the core kept asking for writes")
-	return Decision{}
+	if d.Write != nil {
+		w.t.Fatal("the core kept asking for writes")
+	}
+	return d
+}
+
+// write is the contract's bucket: a write at the wrong revision fails as
+// compare-and-set does.
+func (w *world) write(c kv.Contract, rev uint64) ContractReading {
+	w.writes++
+	if rev != w.rev && (w.contract != nil || w.corrupt) {
+		return ContractReading{Err: errors.New("wrong last sequence"), Wrote: true}
+	}
+	w.contract, w.corrupt, w.rev = &c, false, w.rev+1
+	return ContractReading{Rec: c, Rev: w.rev, Wrote: true}
 }
 
 func (w *world) peer(name string, terms Terms, worker int) Peer {

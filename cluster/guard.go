@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -68,24 +69,56 @@ type Guard struct {
 	clock snowflake.Clock
 	asker *Asker
 	resp  *responder
+	self  selfWorker // the worker ID held, as the holder Claim handed out reports it
 
-	mu      sync.Mutex // guards the fields below
-	core    *Core
-	note    string            // why the last check could not complete
-	logged  string            // the last refusal or note logged, so each is logged once
-	holding holding           // the worker ID held, as the holder handed out reports it
-	unseen  map[int]time.Time // held worker IDs no answering peer holds, since when
-	blind   string            // which held worker IDs no peer has answered for over a TTL
-	nblind  int               // how many
+	mu     sync.Mutex // guards the fields below
+	core   *Core
+	note   string            // why the last check could not complete
+	logged string            // the last refusal or note logged, so each is logged once
+	unseen map[int]time.Time // held worker IDs no answering peer holds, since when
+	blind  string            // which held worker IDs no peer has answered for over a TTL
+	nblind int               // how many
 
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
 }
 
-// holding is what the Guard knows of the worker ID this vendor holds.
-type holding struct {
-	PeerWorker
+// selfWorker is the worker ID this vendor holds, as it tells the others:
+// the holder Claim hands out keeps it up to date.
+type selfWorker struct {
+	mu sync.Mutex
+	w  PeerWorker
+}
+
+func (s *selfWorker) get() PeerWorker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w
+}
+
+func (s *selfWorker) set(w PeerWorker) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+// renewed notes a renewal's outcome: a new deadline, or the worker ID lost.
+func (s *selfWorker) renewed(deadline time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.w.Deadline = deadline
+	case errors.Is(err, lease.ErrLost):
+		s.w.Held = false
+	}
+}
+
+func (s *selfWorker) released() {
+	s.mu.Lock()
+	s.w.Held = false
+	s.mu.Unlock()
 }
 
 // Open checks the cluster at once (no worker ID may be claimed against a
@@ -163,29 +196,27 @@ func (g *Guard) run(ctx context.Context) error {
 func (g *Guard) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckEvery)
 	defer cancel()
-	o := g.observe(ctx)
-	for range 3 { // a write, then the step that reads what it left
+	step := func(o Observation) Decision {
 		g.mu.Lock()
-		d := g.core.Step(o)
-		g.mu.Unlock()
-		for _, l := range d.Logs {
-			g.log.Log(ctx, l.Level, l.Msg, l.Args...)
-		}
-		if d.Fatal != nil {
-			return d.Fatal
-		}
-		if d.Write == nil {
-			g.settle(d.Note)
-			return nil
-		}
-		o.Contract = g.write(ctx, *d.Write, d.Rev)
+		defer g.mu.Unlock()
+		return g.core.Step(o)
+	}
+	d := Pass(g.observe(ctx), step, func(c kv.Contract, rev uint64) ContractReading { return g.write(ctx, c, rev) })
+	for _, l := range d.Logs {
+		g.log.Log(ctx, l.Level, l.Msg, l.Args...)
+	}
+	switch {
+	case d.Fatal != nil:
+		return d.Fatal
+	case d.Write == nil:
+		g.settle(d.Note)
 	}
 	return nil
 }
 
 // observe reads the store's identity, the contract and the live peers.
 func (g *Guard) observe(ctx context.Context) Observation {
-	o := Observation{Now: time.Now()}
+	o := Observation{Now: g.clock.Now()}
 	info, err := g.cfg.Store.Info(ctx)
 	o.Store = StoreReading{Info: info, Err: err, Refused: errors.Is(err, segment.ErrRefused)}
 	if err != nil && g.cfg.Kind == KindKV {
@@ -193,9 +224,7 @@ func (g *Guard) observe(ctx context.Context) Observation {
 			o.Store.Gone = true
 		}
 	}
-	g.mu.Lock()
-	self := g.holding
-	g.mu.Unlock()
+	self := g.self.get()
 	own := -1
 	if self.Held {
 		own = self.ID
@@ -205,9 +234,8 @@ func (g *Guard) observe(ctx context.Context) Observation {
 	for _, r := range replies {
 		o.Peers = append(o.Peers, r.Peer)
 	}
-	g.mu.Lock()
-	o.Self = Holding{ID: g.holding.ID, Held: g.holding.Held, Where: g.holding.Where}
-	g.mu.Unlock()
+	self = g.self.get()
+	o.Self = Holding{ID: self.ID, Held: self.Held, Where: self.Where}
 	g.see(o.Now, held, o.Peers)
 	rec, rev, err := g.cfg.Contracts.Get(ctx)
 	o.Contract = ContractReading{Rec: rec, Rev: rev, Err: err}
@@ -281,9 +309,10 @@ func (g *Guard) see(now time.Time, held map[int]bool, peers []Peer) {
 			answered[p.Worker.ID] = true
 		}
 	}
+	self := g.self.get()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ttl := max(g.cfg.Lease.TTL, g.holding.LeaseTTL)
+	ttl := max(g.cfg.Lease.TTL, self.LeaseTTL)
 	var blind []string
 	for id := range g.unseen {
 		if !held[id] || answered[id] {
@@ -291,7 +320,7 @@ func (g *Guard) see(now time.Time, held map[int]bool, peers []Peer) {
 		}
 	}
 	for id := range held {
-		if answered[id] || (g.holding.Held && id == g.holding.ID) {
+		if answered[id] || (self.Held && id == self.ID) {
 			continue
 		}
 		since, ok := g.unseen[id]
@@ -318,10 +347,11 @@ func (g *Guard) see(now time.Time, held map[int]bool, peers []Peer) {
 
 // peer is this vendor as it answers the others.
 func (g *Guard) peer() Peer {
+	self := g.self.get()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return Peer{V: peerVersion, Instance: g.cfg.Self, Now: g.clock.Now().UTC(), Terms: g.core.Want(),
-		SegmentsRefused: g.core.Segments() != nil, Worker: g.holding.PeerWorker}
+		SegmentsRefused: g.core.Segments() != nil, Worker: self}
 }
 
 // SnowflakeErr returns why snowflake claims and requests are refused, or
@@ -368,9 +398,10 @@ func (g *Guard) Status() Status {
 	if err := g.SnowflakeErr(); err != nil {
 		s.SnowflakeRefused = err.Error()
 	}
+	s.LeaseTTL = g.self.get().LeaseTTL
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s.Terms, s.Note, s.Blind, s.Unseen, s.LeaseTTL = g.core.Want(), g.note, g.blind, g.nblind, g.holding.LeaseTTL
+	s.Terms, s.Note, s.Blind, s.Unseen = g.core.Want(), g.note, g.blind, g.nblind
 	return s
 }
 

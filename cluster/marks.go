@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -86,7 +87,9 @@ type PeerMarksConfig struct {
 	// TrustAfter is how long a vendor holding a worker ID may not answer
 	// before the marks go on without it: twice the lease TTL.
 	TrustAfter time.Duration
-	Logger     *slog.Logger
+	// Clock is what that patience is measured on (snowflake.SystemClock).
+	Clock  snowflake.Clock
+	Logger *slog.Logger
 }
 
 // markAnswer is a vendor's answer: its mark of the tag asked.
@@ -105,8 +108,11 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Clock == nil {
+		c.Clock = snowflake.SystemClock{}
+	}
 	m := &PeerMarks{cfg: c, replies: c.Replies, own: map[string]int64{}, sure: map[string]uint64{},
-		fenced: c.Fence(), unsureSince: time.Now(), warned: map[string]bool{}}
+		fenced: c.Fence(), unsureSince: c.Clock.Now(), warned: map[string]bool{}}
 	if c.Notify == nil {
 		c.Notify = c.Conn
 		m.cfg.Notify = c.Conn
@@ -217,12 +223,12 @@ func (m *PeerMarks) Record(_ context.Context, tag string, end int64) error {
 func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 	m.mu.Lock()
 	if f := m.cfg.Fence(); f != m.fenced {
-		m.fenced, m.unsureSince = f, time.Now()
+		m.fenced, m.unsureSince = f, m.cfg.Clock.Now()
 		clear(m.sure)
 	}
 	own, fenced := m.own[tag], m.fenced
 	_, sure := m.sure[tag]
-	patience := m.cfg.TrustAfter - time.Since(m.unsureSince)
+	patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
 	m.mu.Unlock()
 	if sure {
 		return own, nil
@@ -281,11 +287,12 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, patience time.Duration)
 // short while; it returns the highest mark and who did not answer.
 func (m *PeerMarks) gather(ctx context.Context, sub *nats.Subscription, expect map[string]bool) (int64, []string) {
 	var highest int64
-	start := time.Now()
+	start := m.cfg.Clock.Now()
 	for {
-		left := peerWait - time.Since(start)
+		waited := max(m.cfg.Clock.Now().Sub(start), 0)
+		left := peerWait - waited
 		if len(expect) == 0 {
-			left = min(left, peerGrace-time.Since(start))
+			left = min(left, peerGrace-waited)
 		}
 		if left <= 0 {
 			break

@@ -141,7 +141,7 @@ func IsDenial(err error, prefix string) bool {
 // that cannot be believed are left out and logged. It returns
 // ErrPeersDenied while NATS refuses the question.
 func (a *Asker) Ask(ctx context.Context, wait, grace time.Duration, expect int, clock snowflake.Clock) ([]Reply, error) {
-	if a.holdingOff() {
+	if a.holdingOff(clock.Now()) {
 		return nil, ErrPeersDenied
 	}
 	inbox := a.nc.NewRespInbox()
@@ -155,12 +155,13 @@ func (a *Asker) Ask(ctx context.Context, wait, grace time.Duration, expect int, 
 	if err := a.nc.PublishRequest(a.subject, inbox, nil); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	start := clock.Now()
 	var out []Reply
 	for {
-		left := wait - time.Since(start)
+		waited := max(clock.Now().Sub(start), 0) // a clock stepped back waits no longer than wait
+		left := wait - waited
 		if len(out) >= expect {
-			left = min(left, grace-time.Since(start))
+			left = min(left, grace-waited)
 		}
 		if left <= 0 {
 			break
@@ -183,7 +184,7 @@ func (a *Asker) Ask(ctx context.Context, wait, grace time.Duration, expect int, 
 		return out, nil // unknown: as if allowed
 	}
 	if last := a.nc.LastError(); last != before && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+a.subject+`"`) {
-		a.denied()
+		a.denied(clock.Now())
 		return nil, ErrPeersDenied
 	}
 	a.allowed()
@@ -196,16 +197,16 @@ func nextMsg(ctx context.Context, sub *nats.Subscription, wait time.Duration) (*
 	return sub.NextMsgWithContext(ctx)
 }
 
-func (a *Asker) holdingOff() bool {
+func (a *Asker) holdingOff(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return !a.deniedUntil.IsZero() && time.Now().Before(a.deniedUntil)
+	return !a.deniedUntil.IsZero() && now.Before(a.deniedUntil)
 }
 
-func (a *Asker) denied() {
+func (a *Asker) denied(now time.Time) {
 	a.mu.Lock()
 	first := a.deniedUntil.IsZero()
-	a.deniedUntil = time.Now().Add(AskAgainAfter)
+	a.deniedUntil = now.Add(AskAgainAfter)
 	a.mu.Unlock()
 	if first {
 		a.log.Warn("NATS refuses this vendor's questions to the other vendors: the clock check before a worker-ID claim compares with the NATS server's clock only, and a vendor in another JetStream with this worker ID, or serving from another segment store, goes unnoticed. Grant this vendor's NATS user publish on "+a.subject+" (docs/security.md)",

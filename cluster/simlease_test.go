@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -20,22 +21,32 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/lease"
+	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
 // The worker-ID leases, simulated (issue 21): vendors, the NATS store and
 // the clocks in one process, stepped by one seeded source and nothing else,
-// so that a seed replays the same run, event for event. The vendors run
-// the real kv.Claim, kv.Lease.Renew and Release, the real
-// snowflake.Generator and the Guard's real decisions (CheckClocks,
-// ClaimSettings, VendingWith); what is modelled is the loop around them
-// that workerid.Keeper and the Guard run with goroutines and timers, here
-// as steps in simulated time: claim, the check that no live peer holds the
-// same worker ID, the first renewal and window, renewals every third of
-// the hold (every quarter of that while they fail), a lost lease stopping
-// the generator at once, the gate shut while a live peer holds the same
-// worker ID (checked every CheckEvery), Release on a graceful stop.
+// so that a seed replays the same run, event for event. Each vendor runs a
+// real workerid.Keeper: its lease.Driver and lease.Machine (claim, first
+// renewal and window, renewals every third of the hold and every quarter
+// of that while they fail, a loss revoking the generator at once and
+// claiming again after the backoff, a renewal at once after a reconnect,
+// Release with the last millisecond on a graceful stop), over the real
+// kv.Claim, kv.Lease (its fenced key) and snowflake.Generator, with the
+// Guard's real holder (held), decisions (CheckClocks, ClaimSettings,
+// VendingWith) and Core, whose snowflake gate is stepped every CheckEvery
+// with the live peers. Nothing of the loop is modelled: the Keeper's
+// driver runs on its own goroutine, on a clock the simulation injects
+// (simVendor: its time is the server's plus an offset, its alarm parks the
+// driver until a simulated time), and the world hands the turn to one
+// driver at a time, when its alarm is due or it was rung, and waits until
+// it parks again, so that a turn is as deterministic as a function call.
+// In the same world every vendor also contends for a strict tag's lead,
+// run by the same driver and machine (simlead_test.go): two leads never
+// serve at once.
 //
 // The store is a fake jetstream.JetStream holding the buckets the leases
 // touch. Each bucket is one stream: every write takes its next sequence,
@@ -61,10 +72,13 @@ import (
 // Every vendor's clock is the server's plus an offset within ±simSkew,
 // which steps back and forth (one claim in five just before its generator
 // starts, where it hurts most); a clock's Sleep lets simulated time pass.
-// Vendors crash (forget everything, release nothing), stop gracefully and
-// start again. Time moves by up to 20 ms a step, now and then by up to a
+// Vendors crash (forget everything, release nothing: their Keeper is
+// closed with every request it makes dropped unseen), stop gracefully
+// (Keeper.Close) and start again; a store that goes back moves the fence
+// of about half the live vendors (they reconnect), which renew before they
+// vend again. Time moves by up to 20 ms a step, now and then by up to a
 // second, and now and then to just past the next edge: a lease expiring,
-// a window shutting, a timer firing, a delayed write landing. Each seed
+// a window shutting, a driver's alarm, a delayed write landing. Each seed
 // draws its own TTL (1, 2 or 6 s), number of vendors (5 to 8, for 4
 // worker IDs) and fault rates.
 //
@@ -85,21 +99,26 @@ import (
 // another holder used, when a rewind of the clocks bucket took the last
 // timestamp below them and that holder recorded none over them since, that
 // holder has stopped vending (crashed, stopped, lost its lease, or its
-// deadline passed: what VendingWith sees), and some clock may still read
-// one of those milliseconds (the server's time less simSkew is not past
-// them). Nothing can know the lost timestamp then. Such a claim passes the
-// worker ID over, and such a start is put off, until the clocks are past
-// them (simExcluded). Nothing else is excluded. Not generated either: a
+// deadline passed: what VendingWith sees, and its generator revoked or its
+// window shut), and some clock may still read one of those milliseconds
+// (the server's time less simSkew is not past them). Nothing can know the
+// lost timestamp then. Such a claim passes the worker ID over, and the
+// renewal that would open such a window fails (the Keeper gives a claim
+// whose first renewal fails up, and retries a later one), until the
+// clocks are past them (simExcluded). Nothing else is excluded. Not
+// generated either: a
 // peer that does not answer (each answers at once; one that does not is
 // another documented limit), buckets deleted or created again, a first
 // start on a new store.
 //
-// Departures from the production loop, none of which matters to
-// uniqueness: a claim tries one worker ID at a time from a seeded start
-// (kv.Claim's scan starts at a random ID of math/rand's global source,
-// which no seed replays); a claim never waits for a clock to pass a last
-// timestamp (MaxWait 1 ns: ErrClockBehind) but is tried again 10 to 100 ms
-// later, so that the other vendors go on meanwhile, and is never made
+// Departures from production, none of which matters to uniqueness: the
+// Guard's claim (Guard.Claim, which asks its peers over NATS) is its steps
+// in order, with the peers' answers read from the world; a claim tries one
+// worker ID at a time from a seeded start (kv.Claim's scan starts at a
+// random ID of math/rand's global source, which no seed replays); a claim
+// whose clock is behind a last timestamp does not wait inside kv.Claim
+// (MaxWait 1 ns: ErrClockBehind) but parks its driver 10 to 100 ms and
+// tries again, so that the other vendors go on meanwhile, and is never made
 // permanent for it; Where is "leaf_workers" for every holder
 // (jetstream.KeyValueBucketStatus cannot be made outside nats.go, so it
 // does not tell the stream's creation).
@@ -118,8 +137,6 @@ const (
 	simTrace     = 400                    // events a failure's report shows
 	simVendTrace = 100                    // and vends
 	simSnaps     = 256
-	simMinRetry  = 250 * time.Millisecond // workerid's minBackoff
-	simMaxRetry  = 10 * time.Second       // workerid's maxBackoff
 )
 
 var simStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -132,18 +149,18 @@ const (
 
 func TestSimLease(t *testing.T) {
 	seeds, steps := simPlan(t)
-	var total, ids int64
+	var total, ids, windows int64
 	for _, seed := range seeds {
 		w := newSimWorld(seed)
 		err := w.run(steps)
-		total, ids = total+int64(w.step), ids+w.count
+		total, ids, windows = total+int64(w.step), ids+w.count, windows+int64(w.stats.leadWindows)
 		if err != nil {
 			t.Fatalf("%v\nreplay it with: %s=%d %s=%d go test -count=1 -run 'TestSimLease$' -v ./cluster/",
 				err, simSeedEnv, seed, simStepsEnv, steps)
 		}
 		t.Logf("seed %d: %d steps, %v simulated, %d IDs, %s", seed, w.step, w.now.Sub(simStart).Round(time.Second), w.count, w.stats)
 	}
-	t.Logf("%d steps, %d IDs, no repeats", total, ids)
+	t.Logf("%d steps, %d IDs, no repeats; %d strict lead windows opened, never two leads at once", total, ids, windows)
 }
 
 // simPlan reads the seeds and steps to run from the environment.
@@ -204,6 +221,7 @@ type simRates struct {
 	cut                  float64
 	clockStep, crash     float64
 	stop                 float64
+	leadTTL              time.Duration
 }
 
 func simRatesFor(rng *rand.Rand) simRates {
@@ -219,6 +237,7 @@ func simRatesFor(rng *rand.Rand) simRates {
 		clockStep: 0.001 + 0.006*rng.Float64(),
 		crash:     0.0002 + 0.001*rng.Float64(),
 		stop:      0.0003 + 0.0015*rng.Float64(),
+		leadTTL:   []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}[rng.IntN(3)],
 	}
 }
 
@@ -226,11 +245,15 @@ func simRatesFor(rng *rand.Rand) simRates {
 type simStats struct {
 	claims, claimFails, excluded, renewals, renewFails, lost int
 	rewinds, crashes, stops, steps, shut, vendFails          int
+	leadWindows, leadServed, leadsLost, stepDowns            int
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d claims (%d failed, %d passed over or put off as excluded), %d renewals (%d failed, %d leases lost), %d rewinds, %d crashes, %d stops, %d clock steps, %d gates shut, %d refused vends",
-		s.claims, s.claimFails, s.excluded, s.renewals, s.renewFails, s.lost, s.rewinds, s.crashes, s.stops, s.steps, s.shut, s.vendFails)
+	return fmt.Sprintf("%d claims (%d failed, %d passed over or put off as excluded), %d renewals (%d failed, %d leases lost), "+
+		"%d rewinds, %d crashes, %d stops, %d clock steps, %d gates shut, %d refused vends; "+
+		"strict leads: %d windows opened, %d requests served, %d leads lost, %d stepped down",
+		s.claims, s.claimFails, s.excluded, s.renewals, s.renewFails, s.lost, s.rewinds, s.crashes, s.stops, s.steps, s.shut, s.vendFails,
+		s.leadWindows, s.leadServed, s.leadsLost, s.stepDowns)
 }
 
 // The store.
@@ -320,6 +343,9 @@ const (
 // fault draws a request's fate; only writes can have an ack lost or be
 // delayed.
 func (w *simWorld) fault(write bool) simFault {
+	if w.gone() {
+		return simDrop // no draw: a crashed vendor's requests are not in the run
+	}
 	r := w.rng.Float64()
 	switch {
 	case w.now.Before(w.outUntil), w.caller != nil && w.now.Before(w.caller.cutUntil):
@@ -336,11 +362,18 @@ func (w *simWorld) fault(write bool) simFault {
 	return simOK
 }
 
+// gone reports whether the caller has crashed: its Keeper's closing
+// requests reach nothing.
+func (w *simWorld) gone() bool { return w.caller != nil && w.caller.dead }
+
 // publish is a write as a client of the store sees it.
 func (w *simWorld) publish(b *simBucket, op, key string, val []byte, del bool, expect uint64) (uint64, error) {
 	f := w.fault(true)
 	switch f {
 	case simDrop:
+		if w.gone() {
+			return 0, context.Canceled
+		}
 		w.logf(nil, "    %s %s %s: dropped", b.name, op, key)
 		if w.rng.IntN(4) == 0 {
 			return 0, jetstream.ErrNoStreamResponse
@@ -376,7 +409,9 @@ func simRev(r uint64) string {
 // jetstream.ErrKeyDeleted for a delete marker, as nats.go's get.
 func (w *simWorld) read(b *simBucket, key string) (simMsg, error) {
 	if w.fault(false) == simDrop {
-		w.logf(nil, "    %s get %s: dropped", b.name, key)
+		if !w.gone() {
+			w.logf(nil, "    %s get %s: dropped", b.name, key)
+		}
 		return simMsg{}, context.DeadlineExceeded
 	}
 	b.expire(w.now)
@@ -645,9 +680,10 @@ func newSimWorld(seed uint64) *simWorld {
 	w.buckets = map[string]*simBucket{
 		kv.WorkersBucket: w.leases, kv.ClocksBucket: w.clocks,
 		kv.ClusterBucket: {name: kv.ClusterBucket, created: created, msgs: map[string]simMsg{}},
+		kv.LeadersBucket: {name: kv.LeadersBucket, maxAge: w.rates.leadTTL, created: created, msgs: map[string]simMsg{}},
 	}
 	for i := range w.rates.vendors {
-		v := &simVendor{w: w, name: fmt.Sprintf("v%d", i), off: simOffset(rng)}
+		v := &simVendor{w: w, name: fmt.Sprintf("v%d", i), off: simOffset(rng), mono: simOffset(rng)}
 		w.vendors = append(w.vendors, v)
 		w.restart(v)
 	}
@@ -660,6 +696,7 @@ func simOffset(rng *rand.Rand) time.Duration {
 
 // run steps the world; it returns the first repeat.
 func (w *simWorld) run(steps int) error {
+	defer w.shutdown()
 	for ; w.step < steps && w.failed == nil; w.step++ {
 		w.tick()
 	}
@@ -709,7 +746,17 @@ func (w *simWorld) edge() time.Time {
 		soon(d.due)
 	}
 	for _, v := range w.vendors {
-		for _, t := range []time.Time{v.back, v.check, v.claimAt, v.startAt, v.renewAt, v.deadline.Add(-v.off), v.holding.Deadline.Add(-v.off)} {
+		times := []time.Time{v.back, v.check, v.self.get().Deadline.Add(-v.off)}
+		if v.drv != nil {
+			times = append(times, v.drv.due)
+		}
+		if v.lead != nil {
+			times = append(times, v.lead.d.due, v.lead.drv.Status().Window.Until.Add(-v.mono))
+		}
+		if v.sess != nil {
+			times = append(times, v.sess.window.Add(-v.off))
+		}
+		for _, t := range times {
 			soon(t)
 		}
 	}
@@ -807,6 +854,14 @@ func (w *simWorld) rewind() {
 	}
 	w.logf(nil, "STORE GOES BACK: %s (sequences %d, %d)", what, w.leases.seq, w.clocks.seq)
 	w.atRisk()
+	// The vendors whose connections it dropped reconnect: they renew
+	// before they vend again (workerid.Config.Fence).
+	for _, v := range w.vendors {
+		if v.alive && w.rng.IntN(2) == 0 {
+			v.fence++
+			w.logf(v, "reconnects to the store")
+		}
+	}
 }
 
 // record is worker ID id's last timestamp in the store now, 0 for none.
@@ -835,16 +890,27 @@ type simSession struct {
 	// or may still make, and no renewal of its own has recorded them again.
 	atRisk  bool
 	firstMs int64
-	cont    bool     // nothing broke its run of milliseconds since its last vend
-	story   []string // for a failure's report
+	window  time.Time // the deadline of its generator's window; zero before the first
+	cont    bool      // nothing broke its run of milliseconds since its last vend
+	story   []string  // for a failure's report
 }
 
-// stopped reports whether s can vend no more as far as its peers can see:
-// its vendor is gone, holds nothing, or its deadline has passed
-// (VendingWith's test).
+// stopped reports whether s can vend no more as far as its peers can see
+// (its vendor is gone, holds nothing, or its deadline has passed:
+// VendingWith's test) and in truth.
 func (w *simWorld) stopped(s *simSession) bool {
 	v := s.v
-	return !v.alive || v.sess != s || !v.holding.Held || v.holding.ID != s.wid || !v.holding.Deadline.After(v.Now())
+	h := v.self.get()
+	seen := !v.alive || v.sess != s || !h.Held || h.ID != s.wid || !h.Deadline.After(v.Now())
+	return seen && !w.serving(s)
+}
+
+// serving reports whether s's generator may still vend: its Keeper has not
+// revoked it, and its window is open. A holder that says it stopped but
+// does not is no case the design cannot help.
+func (w *simWorld) serving(s *simSession) bool {
+	v := s.v
+	return v.alive && v.sess == s && v.keeper != nil && v.keeper.Status().Held && v.Now().Before(s.window)
 }
 
 // atRisk marks, after the clocks bucket went back, the sessions whose IDs
@@ -855,7 +921,7 @@ func (w *simWorld) atRisk() {
 		rec := w.record(id)
 		for _, s := range w.sessions[id] {
 			live := s.v.alive && s.v.sess == s
-			if s.maxMs > rec || live && (s.v.gen == nil || s.v.deadline.UnixMilli() > rec) {
+			if s.maxMs > rec || live && (s.window.IsZero() || s.window.UnixMilli() > rec) {
 				s.atRisk = true
 				w.story(s, "the store went back to its last timestamp %s (live %v, IDs up to %s)", simAtMs(rec), live, simAtMs(s.maxMs))
 			}
@@ -899,46 +965,159 @@ func (w *simWorld) breakRun(v *simVendor) {
 
 // The vendors.
 
-// simVendor is a vendor process: a Guard and a Keeper as the simulation
-// steps them. It is its own clock, the server's plus off.
+// simVendor is a vendor process: the Guard's part as the simulation runs
+// it (a real Core, stepped with what the vendor sees of its peers, and
+// Guard.Claim's steps), and a real workerid.Keeper, whose lease driver runs
+// on a goroutine of its own in simulated time. The vendor is the Keeper's
+// clock: its alarm parks the driver until a simulated time, and the world
+// wakes it then (or when rung), one vendor at a time, and waits until it
+// parks again, so that one goroutine at a time touches the world and a seed
+// replays the same run. Its time is the server's plus off.
 type simVendor struct {
 	w     *simWorld
 	name  string
 	off   time.Duration
 	alive bool
+	dead  bool      // crashed: its requests reach nothing, its lines are not logged
 	back  time.Time // when it starts again once down
 	// cutUntil: none of its requests reach the store before (the others'
 	// do, and it still answers its peers).
 	cutUntil time.Time
+	fence    uint64 // its reconnects (workerid.Config.Fence)
 
 	// The Guard's part.
-	holding PeerWorker // what it tells its peers
-	shut    bool       // the snowflake gate: a live peer holds its worker ID
-	check   time.Time  // the next periodic check
+	core  *Core
+	self  *selfWorker // what it tells its peers, as its holder (held) keeps it
+	shut  bool        // the snowflake gate
+	check time.Time   // the next periodic check
 
 	// The Keeper's part.
-	lease    *kv.Lease
-	sess     *simSession
-	gen      *snowflake.Generator // nil until the first window
-	deadline time.Time            // the generator's window
-	interval time.Duration
-	startAt  time.Time // the claimed lease's first renewal, while gen is nil
-	renewAt  time.Time
-	claimAt  time.Time
-	backoff  time.Duration
+	keeper *workerid.Keeper
+	drv    *simDriver // its driver's
+	sess   *simSession
+
+	// The strict tag's lead (simlead_test.go), on a clock mono off the
+	// server's, which does not step.
+	mono    time.Duration
+	leaders *kv.Leaders
+	lead    *simLead
 }
 
 var _ snowflake.Clock = (*simVendor)(nil)
 
 func (v *simVendor) Now() time.Time { return v.w.now.Add(v.off) }
 
-// Sleep lets the simulation's time pass, for everyone.
+// Sleep lets the simulation's time pass, for everyone: a generator waits
+// so, within a request, for its next millisecond.
 func (v *simVendor) Sleep(d time.Duration) { v.w.now = v.w.now.Add(max(d, time.Microsecond)) }
+
+// simDriver is the clock a lease.Driver runs on in the simulation, and its
+// turns: its alarm parks the driver's goroutine until a simulated time,
+// and the world wakes it then (or once rung), and waits until it parks
+// again or ends, so that one goroutine at a time touches the world.
+type simDriver struct {
+	w      *simWorld
+	v      *simVendor       // whose requests the driver's are
+	now    func() time.Time // its time
+	parked chan time.Time   // the driver parks until then (zero: until rung)
+	wake   chan struct{}
+	done   <-chan struct{} // closed once the driver has returned
+	due    time.Time       // when the parked driver wakes, by the server's time; zero: when rung
+	rung   bool
+}
+
+var _ lease.Clock = (*simDriver)(nil)
+
+func newSimDriver(v *simVendor, now func() time.Time) *simDriver {
+	return &simDriver{w: v.w, v: v, now: now, parked: make(chan time.Time), wake: make(chan struct{})}
+}
+
+func (d *simDriver) Now() time.Time           { return d.now() }
+func (d *simDriver) NewAlarm() lease.Alarm    { return d }
+func (d *simDriver) ready(now time.Time) bool { return d.rung || !d.due.IsZero() && !now.Before(d.due) }
+
+// Wait parks the driver until, by its clock, until: like a real timer it
+// waits the duration to it, which a clock step meanwhile does not change.
+func (d *simDriver) Wait(ctx context.Context, until time.Time) {
+	var due time.Time
+	if !until.IsZero() {
+		due = d.w.now.Add(until.Sub(d.now()))
+	}
+	d.park(ctx, due)
+}
+
+// Ring has the world wake the driver at its next turn. Only the world
+// rings (NextN, a strict request), while the driver is parked.
+func (d *simDriver) Ring() { d.rung = true }
+
+// park hands the turn back to the world until due (zero: until rung), or
+// until ctx ends (the driver is stopped).
+func (d *simDriver) park(ctx context.Context, due time.Time) {
+	select {
+	case d.parked <- due:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-d.wake:
+	case <-ctx.Done():
+	}
+}
+
+// turn lets d run until it parks again or ends.
+func (w *simWorld) turn(d *simDriver) {
+	d.rung = false
+	w.caller = d.v
+	d.wake <- struct{}{}
+	w.await(d)
+}
+
+// await waits until d parks, or ends: then it reports false.
+func (w *simWorld) await(d *simDriver) bool {
+	defer func() { w.caller = nil }()
+	select {
+	case d.due = <-d.parked:
+		return true
+	case <-d.done:
+		d.due = time.Time{}
+		return false
+	}
+}
+
+// simLog puts a vendor's log lines, its Keeper's and its lease machine's,
+// in the trace.
+type simLog struct {
+	v     *simVendor
+	attrs []slog.Attr
+}
+
+func (h simLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h simLog) Handle(_ context.Context, r slog.Record) error {
+	if h.v.dead {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(r.Message)
+	for _, a := range h.attrs {
+		fmt.Fprintf(&b, " %s", a)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s", a)
+		return true
+	})
+	h.v.w.logf(h.v, "%s", b.String())
+	return nil
+}
+
+func (h simLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return simLog{h.v, append(slices.Clip(h.attrs), as...)}
+}
+
+func (h simLog) WithGroup(string) slog.Handler { return h }
 
 // act does what is due for v.
 func (w *simWorld) act(v *simVendor) {
-	w.caller = v
-	defer func() { w.caller = nil }()
 	if !v.alive {
 		if !w.now.Before(v.back) {
 			w.restart(v)
@@ -948,57 +1127,96 @@ func (w *simWorld) act(v *simVendor) {
 	if !w.now.Before(v.check) {
 		w.check(v)
 	}
-	switch {
-	case v.lease == nil:
-		if !w.now.Before(v.claimAt) {
-			w.claim(v)
-		}
-	case v.gen == nil:
-		if !w.now.Before(v.startAt) {
-			w.start(v)
-		}
-	case !w.now.Before(v.renewAt):
-		w.renew(v)
+	if v.keeper != nil && w.failed == nil && v.drv.ready(w.now) {
+		w.turn(v.drv)
+		w.keeperStopped(v)
 	}
-	if v.gen != nil && !v.shut && w.failed == nil && w.rng.IntN(10) < 6 {
+	if v.keeper != nil && !v.shut && w.failed == nil && v.keeper.Status().Held && w.rng.IntN(10) < 6 {
 		w.vend(v)
 	}
+	if w.failed == nil {
+		w.actLead(v)
+	}
 }
+
+// simIDs are the worker IDs the vendors claim.
+var simIDs = workerid.Range{First: 0, Last: simWorkers - 1}
 
 // restart starts a vendor afresh: Guard.Open checks at once, the Keeper
 // claims at once.
 func (w *simWorld) restart(v *simVendor) {
-	*v = simVendor{w: w, name: v.name, off: v.off, cutUntil: v.cutUntil, alive: true, claimAt: w.now, backoff: simMinRetry}
+	*v = simVendor{w: w, name: v.name, off: v.off, mono: v.mono, cutUntil: v.cutUntil, fence: v.fence, alive: true,
+		core: NewCore(simTerms, KindKV, v.name, w.rates.ttl), self: &selfWorker{}}
+	v.drv = newSimDriver(v, v.Now)
 	w.logf(v, "starts")
 	w.check(v)
+	w.caller = v // the driver claims at once, on its goroutine, until it parks
+	k, err := workerid.Open(workerid.Config{
+		Claim:     v.claim,
+		IDs:       &simIDs,
+		Generator: snowflake.Settings{Clock: v, SeqStart: func(uint32) uint32 { return 0 }},
+		Clock:     v.drv,
+		Fence:     func() uint64 { return v.fence },
+		Logger:    slog.New(simLog{v: v}),
+	})
+	if err != nil {
+		w.caller, w.failed = nil, fmt.Errorf("seed %d: %w", w.seed, err)
+		return
+	}
+	v.drv.done = k.Done()
+	w.await(v.drv)
+	w.keeperStopped(v)
+	v.keeper = k
 }
 
-// down ends a vendor's process: what it held is left as it was.
+// keeperStopped fails the run: a Keeper ends by itself only on a permanent
+// error, which nothing here makes.
+func (w *simWorld) keeperStopped(v *simVendor) {
+	select {
+	case <-v.drv.done:
+		w.failed = fmt.Errorf("seed %d: the Keeper of %s stopped by itself", w.seed, v.name)
+	default:
+	}
+}
+
+// closeKeeper is Keeper.Close: the generator revoked, the worker ID
+// released with its last millisecond; after a crash (dead) the release
+// reaches nothing.
+func (w *simWorld) closeKeeper(v *simVendor, dead bool) {
+	if v.keeper == nil {
+		return
+	}
+	v.dead, w.caller = dead, v
+	v.keeper.Close(context.Background())
+	v.keeper, w.caller = nil, nil
+}
+
+// down ends a vendor's process: what it held in the store is left as it
+// was.
 func (w *simWorld) down(v *simVendor) {
-	v.alive, v.sess, v.lease, v.gen = false, nil, nil, nil
-	v.holding = PeerWorker{}
+	w.closeKeeper(v, true)
+	w.closeLead(v, true, errors.New("crashed"))
+	v.alive, v.sess = false, nil
+	v.self.set(PeerWorker{})
 	v.back = w.now.Add(time.Duration(w.rng.IntN(8000)) * time.Millisecond)
 }
 
-// stop is Keeper.Close: it revokes the generator and releases the worker
-// ID with its last millisecond; a claim not yet started is released as
-// Keeper.claim releases one whose first renewal fails.
+// stop is a graceful stop: Keeper.Close, then the process ends.
 func (w *simWorld) stop(v *simVendor) {
-	w.caller = v
-	defer func() { w.caller = nil }()
 	w.stats.stops++
 	w.logf(v, "STOPS")
-	if v.lease != nil {
-		last := v.lease.Last()
-		if v.gen != nil {
-			last = v.gen.Revoke()
-		}
-		v.holding.Held = false
-		err := v.lease.Release(context.Background(), last)
-		w.logf(v, "released worker ID %d at %s: %v", v.lease.ID(), simAtMs(last), err)
-		w.story(v.sess, "stopped, released at %s: %v", simAtMs(last), err)
-	}
+	w.closeKeeper(v, false)
+	w.closeLead(v, false, errors.New("vendor stopping"))
 	w.down(v)
+}
+
+// shutdown ends every vendor's Keeper, the run over: their goroutines are
+// joined, and nothing they do then is in the run.
+func (w *simWorld) shutdown() {
+	for _, v := range w.vendors {
+		w.closeKeeper(v, true)
+		w.closeLead(v, true, errors.New("the run is over"))
+	}
 }
 
 // peers are the live vendors' answers to v.
@@ -1006,35 +1224,41 @@ func (w *simWorld) peers(v *simVendor) []Peer {
 	var out []Peer
 	for _, u := range w.vendors {
 		if u != v && u.alive {
-			out = append(out, Peer{V: peerVersion, Instance: u.name, Now: u.Now().UTC(), Worker: u.holding})
+			out = append(out, Peer{V: peerVersion, Instance: u.name, Now: u.Now().UTC(), Worker: u.self.get()})
 		}
 	}
 	return out
 }
 
+// The cluster the vendors agree on, as its Core reads it.
+var (
+	simTerms    = Terms{Epoch: snowflake.DefaultEpoch, Layout: "1+41+10+12", WorkerIDs: simIDs.String(), Segments: KindKV + ":sim"}
+	simContract = simTerms.Contract(time.Second, "sim", simStart)
+	simStore    = StoreReading{Info: segment.StoreInfo{ID: "sim"}}
+)
+
 // check is the Guard's periodic check, as far as the snowflake gate goes:
-// shut while a live peer holds this vendor's worker ID (Core.gates).
+// its Core stepped with the live peers (shut while one holds this vendor's
+// worker ID).
 func (w *simWorld) check(v *simVendor) {
 	v.check = w.now.Add(CheckEvery)
 	was := v.shut
-	v.shut = false
+	self := v.self.get()
+	v.core.Step(Observation{Now: v.Now(), Store: simStore, Contract: ContractReading{Rec: simContract, Rev: 1},
+		Peers: w.peers(v), Self: Holding{ID: self.ID, Held: self.Held, Where: self.Where}})
+	v.shut = v.core.Snowflake() != nil
 	defer func() {
 		if v.shut != was {
 			w.breakRun(v)
 		}
 	}()
-	if v.holding.Held {
-		if c := VendingWith(w.peers(v), v.holding.ID, v.holding.Where); c != nil {
-			v.shut = true
-			if !was {
-				w.stats.shut++
-				w.logf(v, "gate shut: %s holds worker ID %d too", c.Peer.Instance, c.ID)
-			}
-		}
+	if v.shut && !was {
+		w.stats.shut++
+		w.logf(v, "gate shut: %v", v.core.Snowflake())
 	}
 	switch {
 	case !was || v.shut:
-	case v.gen != nil && w.simExcluded(v.sess, v.holding.ID, v.gen.Last()):
+	case v.keeper != nil && w.simExcluded(v.sess, self.ID, v.keeper.Status().LastIDMs):
 		v.shut, v.check = true, w.now.Add(10*time.Millisecond)
 		w.stats.excluded++
 		w.logf(v, "puts off opening its gate again: excluded")
@@ -1043,43 +1267,66 @@ func (w *simWorld) check(v *simVendor) {
 	}
 }
 
-// claim is Guard.Claim, with the Keeper's retries: past the gate and the
-// clock check, kv.Claim, then the check that no live peer holds the
-// worker ID too (Guard.alone).
-func (w *simWorld) claim(v *simVendor) {
+// claim is Guard.Claim as the Keeper calls it (workerid.Config.Claim). A
+// clock behind the last timestamps of the free worker IDs waits, as
+// kv.Claim does, here 10 to 100 ms at a time while the other vendors go on.
+func (v *simVendor) claim(ctx context.Context, _ workerid.ClaimRequest) (workerid.Holder, error) {
+	w := v.w
+	for {
+		h, err := w.claimOnce(v)
+		if !errors.Is(err, workerid.ErrClockBehind) {
+			return h, err
+		}
+		wait := time.Duration(10+w.rng.IntN(90)) * time.Millisecond
+		w.logf(v, "claim waits %v: %v", wait, err)
+		v.drv.park(ctx, w.now.Add(wait))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// claimOnce is Guard.Claim: past the gate and the clock check, kv.Claim,
+// then the check that no live peer holds the worker ID too (Guard.alone).
+func (w *simWorld) claimOnce(v *simVendor) (workerid.Holder, error) {
 	w.stats.claims++
-	if v.shut {
-		w.claimFailed(v, errors.New("the snowflake gate is shut"))
-		return
+	if err := v.core.Snowflake(); err != nil {
+		return nil, w.claimFailed(v, err)
 	}
 	samples, peers := w.samples(v)
 	ahead, err := CheckClocks(samples, simMaxSkew)
 	if err != nil {
-		w.claimFailed(v, err)
-		return
+		return nil, w.claimFailed(v, err)
 	}
 	ttl := w.rates.ttl
 	lc := ClaimSettings(kv.LeaseConfig{TTL: ttl, Holder: v.name, Clock: v},
 		ClaimInputs{Samples: len(samples), Ahead: ahead, Peers: peers, ContractTTL: ttl})
-	lc.MaxWait = time.Nanosecond // waits are steps: see the top of the file
+	lc.MaxWait = time.Nanosecond // waits are the claim's parks: see claim
 	l, err := w.scan(v, lc)
 	if err != nil {
-		w.claimFailed(v, err)
-		return
+		return nil, w.claimFailed(v, err)
 	}
 	if c := VendingWith(w.peers(v), l.ID(), l.Where()); c != nil {
 		err := l.Release(context.Background(), max(l.Last(), l.Deadline().UnixMilli()))
 		w.logf(v, "gives worker ID %d up, %s holds it too (release: %v)", l.ID(), c.Peer.Instance, err)
-		w.claimFailed(v, c)
-		return
+		return nil, w.claimFailed(v, c)
 	}
-	v.holding = PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()}
+	v.self.set(PeerWorker{ID: l.ID(), Held: true, Deadline: l.Deadline(), Where: l.Where(), LeaseTTL: l.TTL()})
 	w.nsess++
-	v.lease, v.sess = l, &simSession{id: w.nsess, v: v, wid: l.ID()}
+	v.sess = &simSession{id: w.nsess, v: v, wid: l.ID()}
 	w.sessions[l.ID()] = append(w.sessions[l.ID()], v.sess)
-	v.startAt = w.now.Add(time.Duration(w.rng.IntN(30)) * time.Millisecond)
 	w.logf(v, "claimed worker ID %d (session %d) after %s, deadline %s", l.ID(), v.sess.id, simAtMs(l.Last()), simAt(l.Deadline()))
 	w.story(v.sess, "claimed after %s, deadline %s", simAtMs(l.Last()), simAt(l.Deadline()))
+	if w.rng.IntN(5) == 0 {
+		w.stepClock(v) // just before the generator starts after the last timestamp, where it hurts
+	}
+	return &simHold{held: held{Lease: l, self: v.self}, v: v, s: v.sess}, nil
+}
+
+func (w *simWorld) claimFailed(v *simVendor, err error) error {
+	w.stats.claimFails++
+	w.logf(v, "claim failed: %v", err)
+	return err
 }
 
 // samples are the clocks a claim checks against: the NATS server's and
@@ -1126,111 +1373,71 @@ func (w *simWorld) scan(v *simVendor, lc kv.LeaseConfig) (*kv.Lease, error) {
 	return nil, err
 }
 
-// claimFailed schedules the next claim: after the Keeper's backoff, or,
-// for a clock behind a last timestamp, after about what kv.Claim would
-// have waited for it.
-func (w *simWorld) claimFailed(v *simVendor, err error) {
-	w.stats.claimFails++
-	wait := v.backoff
-	if errors.Is(err, workerid.ErrClockBehind) {
-		wait = time.Duration(10+w.rng.IntN(90)) * time.Millisecond
-	} else {
-		v.backoff = min(2*v.backoff, simMaxRetry)
-	}
-	v.claimAt = w.now.Add(wait)
-	w.logf(v, "claim failed, again in %v: %v", wait, err)
+// errSimExcluded is a renewal the simulation puts off (see the top of the
+// file): it fails as one that may pass does, and the Keeper retries.
+var errSimExcluded = errors.New("put off: excluded")
+
+// simHold is the holder the simulation's claim hands the Keeper: the
+// Guard's (held, which tells the peers' answers of each renewal and
+// release), telling its session's story, and putting off the windows the
+// simulation excludes.
+type simHold struct {
+	held
+	v *simVendor
+	s *simSession
 }
 
-// start is the rest of Keeper.claim: a generator after the previous
-// holder's last timestamp, a first renewal, and the window to its
-// deadline; when the renewal fails, the worker ID is released.
-func (w *simWorld) start(v *simVendor) {
-	l := v.lease
-	if w.simExcluded(v.sess, l.ID(), l.Last()+1) {
+func (h *simHold) Renew(ctx context.Context, last int64) (time.Time, error) {
+	v, w, s, id := h.v, h.v.w, h.s, h.ID()
+	first := s.window.IsZero()
+	shut := !first && !v.Now().Before(s.window)
+	// A window that opens (the first, or one shut since its deadline)
+	// starts from last, the generator's last millisecond, or after the
+	// previous holder's.
+	if first && w.simExcluded(s, id, h.Last()+1) || shut && w.simExcluded(s, id, last) {
 		w.stats.excluded++
-		v.startAt = w.now.Add(10 * time.Millisecond)
-		w.logf(v, "puts its start off: excluded")
-		return
+		w.logf(v, "puts off a renewal that opens its window: excluded")
+		return time.Time{}, errSimExcluded
 	}
-	if w.rng.IntN(5) == 0 {
-		w.stepClock(v) // just after the wait past the last timestamp, where it hurts
-	}
-	g, err := snowflake.New(snowflake.Settings{WorkerID: l.ID(), Clock: v, Last: l.Last(), Leased: true,
-		SeqStart: func(uint32) uint32 { return 0 }})
-	if err != nil {
-		w.failed = fmt.Errorf("seed %d: %w", w.seed, err)
-		return
-	}
-	renewed := v.Now()
-	deadline, err := w.renewHeld(v, l.Last())
-	if err != nil {
-		v.holding.Held = false
-		rerr := l.Release(context.Background(), l.Last())
-		w.logf(v, "first renewal failed; released worker ID %d at %s: %v", l.ID(), simAtMs(l.Last()), rerr)
-		w.story(v.sess, "first renewal failed (%v); released at %s: %v", err, simAtMs(l.Last()), rerr)
-		v.lease, v.sess = nil, nil
-		w.claimFailed(v, err)
-		return
-	}
-	g.Window(deadline)
-	v.gen, v.deadline = g, deadline
-	v.interval = max(deadline.Sub(renewed)/3, time.Millisecond)
-	v.renewAt = w.now.Add(v.interval)
-	v.backoff = simMinRetry
-	w.logf(v, "vends with worker ID %d after %s until %s", l.ID(), simAtMs(l.Last()), simAt(deadline))
-	w.story(v.sess, "window until %s", simAt(deadline))
-}
-
-// renewHeld is the Guard's holder: Lease.Renew, telling the peers' answers
-// of the new deadline or of the loss.
-func (w *simWorld) renewHeld(v *simVendor, last int64) (time.Time, error) {
-	deadline, err := v.lease.Renew(context.Background(), last)
+	deadline, err := h.held.Renew(ctx, last)
 	switch {
 	case err == nil:
 		w.stats.renewals++
-		v.holding.Deadline = deadline
-		v.sess.atRisk = false // the record covers its IDs and window again
-	case errors.Is(err, workerid.ErrLeaseLost):
+		s.atRisk = false // the record covers its IDs and window again
+		switch {
+		case first:
+			w.logf(v, "vends with worker ID %d after %s until %s", id, simAtMs(h.Last()), simAt(deadline))
+			w.story(s, "window until %s", simAt(deadline))
+		case shut:
+			w.breakRun(v)
+			w.logf(v, "opens its window, shut since %s, again", simAt(s.window))
+			w.story(s, "window shut since %s opened again until %s", simAt(s.window), simAt(deadline))
+		default:
+			w.logf(v, "renewed worker ID %d until %s", id, simAt(deadline))
+		}
+		s.window = deadline
+	case errors.Is(err, lease.ErrLost):
 		w.stats.lost++
-		v.holding.Held = false
+		w.story(s, "lost (%v)", err)
+		w.logf(v, "LOST worker ID %d: %v", id, err)
 	default:
 		w.stats.renewFails++
+		w.logf(v, "renewal failed: %v", err)
 	}
 	return deadline, err
 }
 
-// renew is one turn of Keeper.keep.
-func (w *simWorld) renew(v *simVendor) {
-	id := v.lease.ID()
-	shut := !v.Now().Before(v.deadline)
-	// A generator goes on in its last millisecond: from there.
-	if shut && w.simExcluded(v.sess, id, v.gen.Last()) {
-		w.stats.excluded++
-		v.renewAt = w.now.Add(10 * time.Millisecond)
-		w.logf(v, "puts off a renewal that opens its window again: excluded")
-		return
+func (h *simHold) Release(ctx context.Context, last int64) error {
+	v, w := h.v, h.v.w
+	err := h.held.Release(ctx, last)
+	if !v.dead {
+		w.logf(v, "released worker ID %d at %s: %v", h.ID(), simAtMs(last), err)
+		w.story(h.s, "released at %s: %v", simAtMs(last), err)
 	}
-	deadline, err := w.renewHeld(v, v.gen.Last())
-	switch {
-	case err == nil:
-		if shut {
-			w.breakRun(v)
-			w.logf(v, "opens its window, shut since %s, again", simAt(v.deadline))
-			w.story(v.sess, "window shut since %s opened again until %s", simAt(v.deadline), simAt(deadline))
-		}
-		v.gen.Window(deadline)
-		v.deadline, v.renewAt = deadline, w.now.Add(v.interval)
-		w.logf(v, "renewed worker ID %d until %s", id, simAt(deadline))
-	case errors.Is(err, workerid.ErrLeaseLost):
-		v.gen.Revoke()
-		w.story(v.sess, "lost (%v)", err)
-		v.lease, v.sess, v.gen = nil, nil, nil
-		v.claimAt = w.now
-		w.logf(v, "LOST worker ID %d: %v", id, err)
-	default:
-		v.renewAt = w.now.Add(v.interval / 4)
-		w.logf(v, "renewal failed: %v", err)
+	if v.sess == h.s {
+		v.sess = nil
 	}
+	return err
 }
 
 // vend takes a few IDs, now and then thousands (across milliseconds).
@@ -1239,11 +1446,15 @@ func (w *simWorld) vend(v *simVendor) {
 	if w.rng.IntN(400) == 0 {
 		n = 4096 + w.rng.IntN(4096)
 	}
-	ids, err := v.gen.NextN(w.buf[:0], n)
+	ids, err := v.keeper.NextN(w.buf[:0], n)
 	w.buf = ids[:0]
 	if err != nil {
 		w.stats.vendFails++
 		w.breakRun(v)
+		return
+	}
+	if wid := int(ids[0] >> snowflake.SequenceBits & snowflake.MaxWorkerID); v.sess == nil || v.sess.wid != wid {
+		w.failed = fmt.Errorf("seed %d, step %d: %s vended with worker ID %d after its hold of it ended", w.seed, w.step, v.name, wid)
 		return
 	}
 	w.count += int64(len(ids))
@@ -1342,14 +1553,19 @@ func (w *simWorld) report(now, before *simSession, what string) error {
 	for _, s := range []*simSession{before, now} {
 		fmt.Fprintf(&b, "session %d (%s, worker ID %d): %s\n", s.id, s.v.name, s.wid, strings.Join(s.story, "; "))
 	}
+	w.lastEvents(&b)
+	return errors.New(b.String())
+}
+
+// lastEvents writes the last events and vends of the trace.
+func (w *simWorld) lastEvents(b *strings.Builder) {
 	events := append(w.trace.all(), w.vends.all()...)
 	slices.SortFunc(events, func(a, b simEvent) int { return a.n - b.n })
-	fmt.Fprintf(&b, "the last %d events and %d vends (step, server time, vendor and its clock's offset):\n", len(w.trace.ring), len(w.vends.ring))
+	fmt.Fprintf(b, "the last %d events and %d vends (step, server time, vendor and its clock's offset):\n", len(w.trace.ring), len(w.vends.ring))
 	for _, e := range events {
 		b.WriteString(e.String())
 		b.WriteByte('\n')
 	}
-	return errors.New(b.String())
 }
 
 // simEvent is a line of the trace, and its place in it: what happened,

@@ -153,6 +153,14 @@ type leaseValue struct {
 
 func leaseKey(id int) string { return "worker." + strconv.Itoa(id) }
 
+// leaseOwner names who a lease key's value says holds it.
+func leaseOwner(v []byte) string {
+	if l, err := decodeLeaseValue(v); err == nil {
+		return l.Holder
+	}
+	return "someone else"
+}
+
 // Claim takes a free worker ID: Create on its key is the claim. It then waits
 // until the clock is past the ID's last recorded timestamp and records a
 // first reservation, so the returned lease may vend at once (until Deadline).
@@ -275,7 +283,7 @@ func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*cl
 	if now.IsZero() { // a server before 2.10: assume the bucket is new
 		now = info.Created
 	}
-	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: time.Now().UTC(), Token: crand.Text()})
+	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: c.Clock.Now().UTC(), Token: crand.Text()})
 	where := WorkersBucket
 	if st, err := leases.Status(ctx); err == nil {
 		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
@@ -342,21 +350,23 @@ func (cl *claimer) try(ctx context.Context, id int, wait time.Duration) (*Lease,
 	}
 	if ahead > time.Second && ahead <= wait {
 		cl.cfg.Report(fmt.Sprintf("worker ID %d's last timestamp is %v ahead of this clock (an earlier holder's clock ran ahead, or it vended with a later epoch): waiting for it",
-			id, ahead.Round(time.Millisecond)), time.Now().Add(ahead))
+			id, ahead.Round(time.Millisecond)), cl.cfg.Clock.Now().Add(ahead))
 	}
 	if err := workerid.WaitPast(ctx, cl.cfg.Clock, last, wait); err != nil {
 		return nil, fmt.Errorf("worker ID %d: %w", id, err)
 	}
-	rev, err := cl.leases.Create(ctx, leaseKey(id), cl.value)
+	l := &Lease{id: id, clock: cl.cfg.Clock, epoch: cl.cfg.Epoch, clocks: cl.clocks, where: cl.where,
+		key: fencedKey{kv: cl.leases, key: leaseKey(id), what: fmt.Sprintf("worker ID %d", id), value: cl.value, ttl: cl.ttl,
+			clock: cl.cfg.Clock, owner: leaseOwner}}
+	err = l.key.create(ctx)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kv: claim worker ID %d: %w", id, err)
 	}
-	l := &Lease{id: id, rev: rev, ttl: cl.ttl, value: cl.value, clock: cl.cfg.Clock, epoch: cl.cfg.Epoch, leases: cl.leases, clocks: cl.clocks, where: cl.where}
 	if err := l.start(ctx, min(cl.cfg.MaxWait, cl.ttl/2), cl.fresh, cl.cfg.Report); err != nil {
-		l.leases.Delete(context.WithoutCancel(ctx), leaseKey(id), jetstream.LastRevision(l.rev))
+		l.key.release(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return l, nil
@@ -391,7 +401,7 @@ func (cl *claimer) waitHeld(ctx context.Context, id int) (*Lease, error) {
 			seen = e.Revision()
 			// The server expires the key one TTL after its last update.
 			cl.cfg.Report(fmt.Sprintf("worker ID %d is still leased (%s); waiting up to %v for that lease to expire, as a process killed without releasing it leaves it behind",
-				id, who, time.Until(e.Created().Add(cl.ttl)).Round(time.Second)), e.Created().Add(cl.ttl))
+				id, who, e.Created().Add(cl.ttl).Sub(cl.cfg.Clock.Now()).Round(time.Second)), e.Created().Add(cl.ttl))
 		case e.Revision() != seen:
 			return nil, fmt.Errorf("%w: worker ID %d (%s) was renewed while this claim waited for it to expire", ErrHeldByLive, id, who)
 		}

@@ -35,10 +35,18 @@
 // of a bucket created again. Workers and ResetWorker let an operator see
 // and repair the records of every worker ID.
 //
+// A worker ID's lease key and a strict tag's lead key are one primitive, a
+// fenced key (fenced.go): claimed with Create, renewed after checking that
+// it still holds this claim's random token at a revision the claim wrote
+// (a store that went back issues its revisions again), with a deadline
+// measured on the injected clock from before the renewal was sent, less a
+// margin; lost when it is gone or another's; released by a delete at its
+// revision. lease.Machine runs it for both.
+//
 // # Strict leaders and the segment store
 //
-// A strict tag's leader holds a Lead in leaf_strict_leaders with the same
-// fencing as a worker ID's lease. SegmentStore keeps Leaf's leaf_alloc rows
+// A strict tag's leader holds a Lead in leaf_strict_leaders: a fenced key
+// like a worker ID's lease, with no timestamp to record. SegmentStore keeps Leaf's leaf_alloc rows
 // as JSON, allocating with compare-and-set on each row's revision, with a
 // seal for moving the segments to another store (segment.Move).
 package kv

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/strict"
 )
 
@@ -22,29 +23,44 @@ const LeadersBucket = "leaf_strict_leaders"
 
 // A Lead is a strict.Lease: Lead fails with an error wrapping
 // strict.ErrLedElsewhere (naming the leader) when another vendor leads the
-// tag, and a Lead's Renew with one wrapping strict.ErrLost once the key is
+// tag, and a Lead's Renew with one wrapping lease.ErrLost once the key is
 // gone or someone else's.
 var _ strict.Lease = (*Lead)(nil)
 
 // Leaders is the bucket of strict tags' leases.
 type Leaders struct {
-	js       jetstream.JetStream
-	ttl      time.Duration
-	replicas int
-	holder   string
+	js  jetstream.JetStream
+	cfg LeadersConfig
 
-	mu sync.Mutex
-	kv jetstream.KeyValue // as last opened
+	mu  sync.Mutex
+	kv  jetstream.KeyValue // as last opened
+	ttl time.Duration      // the bucket's
 }
 
-// OpenLeaders opens the bucket, creating it with ttl and replicas when it
-// is missing; the TTL in force is the bucket's. holder names this vendor in
-// the keys it holds.
-func OpenLeaders(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, holder string) (*Leaders, error) {
-	if ttl <= 0 {
-		return nil, fmt.Errorf("kv: lead TTL %v: want a positive duration", ttl)
+// LeadersConfig configures OpenLeaders. TTL is required.
+type LeadersConfig struct {
+	// TTL of a lead when the bucket is created; the TTL in force is the
+	// bucket's.
+	TTL time.Duration
+	// Replicas of the bucket when it is created (1).
+	Replicas int
+	// Holder names this vendor in the keys it holds.
+	Holder string
+	// Clock is what leads' deadlines are read on: the clock the strict
+	// tags' leaders check them with (snowflake.SystemClock).
+	Clock snowflake.Clock
+}
+
+// OpenLeaders opens the bucket, creating it when it is missing.
+func OpenLeaders(ctx context.Context, js jetstream.JetStream, c LeadersConfig) (*Leaders, error) {
+	if c.TTL <= 0 {
+		return nil, fmt.Errorf("kv: lead TTL %v: want a positive duration", c.TTL)
 	}
-	ls := &Leaders{js: js, ttl: ttl, replicas: max(replicas, 1), holder: holder}
+	c.Replicas = max(c.Replicas, 1)
+	if c.Clock == nil {
+		c.Clock = snowflake.SystemClock{}
+	}
+	ls := &Leaders{js: js, cfg: c, ttl: c.TTL}
 	if _, _, err := ls.open(ctx); err != nil {
 		return nil, err
 	}
@@ -59,12 +75,12 @@ func OpenLeaders(ctx context.Context, js jetstream.JetStream, ttl time.Duration,
 func (ls *Leaders) open(ctx context.Context) (jetstream.KeyValue, time.Time, error) {
 	b, err := openOrCreateSequenced(ctx, ls.js, jetstream.KeyValueConfig{
 		Bucket: LeadersBucket, Description: "leaf-nats leaders of strict tags",
-		History: 1, TTL: ls.ttl, Replicas: ls.replicas, Storage: jetstream.FileStorage,
+		History: 1, TTL: ls.cfg.TTL, Replicas: ls.cfg.Replicas, Storage: jetstream.FileStorage,
 	})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	asked := time.Now()
+	asked := ls.cfg.Clock.Now()
 	st, err := b.Status(ctx)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("kv: status of %s: %w", LeadersBucket, err)
@@ -109,8 +125,10 @@ func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, _ := json.Marshal(leadValue{Holder: ls.holder, Since: time.Now().UTC(), Token: rand.Text()})
-	rev, err := b.Create(ctx, tag, v)
+	v, _ := json.Marshal(leadValue{Holder: ls.cfg.Holder, Since: ls.cfg.Clock.Now().UTC(), Token: rand.Text()})
+	l := &Lead{NotBefore: notBefore, key: fencedKey{kv: b, key: tag, what: fmt.Sprintf("the lead of %q", tag), value: v, ttl: ls.TTL(),
+		clock: ls.cfg.Clock, owner: leadOwner}}
+	err = l.key.create(ctx)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		holder, herr := ls.Holder(ctx, tag)
 		if herr != nil {
@@ -121,7 +139,15 @@ func (ls *Leaders) Lead(ctx context.Context, tag string) (*Lead, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: lead %q: %w", tag, err)
 	}
-	return &Lead{tag: tag, rev: rev, ttl: ls.TTL(), value: v, kv: b, NotBefore: notBefore}, nil
+	return l, nil
+}
+
+// leadOwner names who a lead key's value says holds it.
+func leadOwner(v []byte) string {
+	if l, err := decodeLeadValue(v); err == nil {
+		return l.Holder
+	}
+	return "someone else"
 }
 
 // Take takes the lead of tag, as strict.Config.Lead: the lease, and when
@@ -157,68 +183,30 @@ func (ls *Leaders) Holder(ctx context.Context, tag string) (string, error) {
 	return v.Holder, nil
 }
 
-// Lead is the lease of one strict tag.
+// Lead is the lease of one strict tag: a fencedKey in LeadersBucket.
 type Lead struct {
-	tag   string
-	rev   uint64
-	ttl   time.Duration
-	value []byte
-	kv    jetstream.KeyValue
+	key fencedKey
 	// NotBefore is when its holder may serve at the earliest: zero, or a
 	// TTL after a bucket created again (see Leaders.Lead).
 	NotBefore time.Time
 }
 
-// Renew updates the key against its last revision and returns the deadline
-// until which the holder may serve: a TTL, less a margin for clock rates,
-// after the update was sent, so that it passes before the server can expire
-// the key and let another vendor lead.
-//
-// It first checks that the key still holds this lead's value, as a
-// worker-ID lease's renewal does: a revision alone is no fence once a store
-// goes back.
+// Renew renews the key (fencedKey.renew) and returns the deadline until
+// which the holder may serve; an error wrapping lease.ErrLost is final.
 func (l *Lead) Renew(ctx context.Context) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
+	ctx, cancel := context.WithTimeout(ctx, l.key.ttl/4)
 	defer cancel()
-	sent := time.Now()
-	if e, err := l.kv.Get(ctx, l.tag); err == nil {
-		switch {
-		case string(e.Value()) != string(l.value):
-			return time.Time{}, fmt.Errorf("%w: %q is another lead's now (revision %d, this vendor's was %d): it expired and was taken, or the NATS store went back",
-				strict.ErrLost, l.tag, e.Revision(), l.rev)
-		case e.Revision() < l.rev:
-			return time.Time{}, fmt.Errorf("%w: %q: the NATS store went back: the lead is at revision %d, below the %d this vendor wrote", strict.ErrLost, l.tag, e.Revision(), l.rev)
-		}
-		l.rev = e.Revision() // a renewal of its own whose ack was lost, if later
-	}
-	rev, err := l.kv.Update(ctx, l.tag, l.value, l.rev)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		return time.Time{}, fmt.Errorf("%w: %q expired or was taken (%s)", strict.ErrLost, l.tag, jsText(err))
-	case err != nil:
-		// "No response from stream", or a time-out while the publish
-		// retries it, is also what a stream without a leader gives: ask
-		// whether the bucket still exists.
-		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl/4)
-		_, serr := l.kv.Status(pctx)
-		pcancel()
-		if bucketGone(serr) {
-			return time.Time{}, fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state)", strict.ErrLost, LeadersBucket)
-		}
-		return time.Time{}, fmt.Errorf("kv: renew the lead of %q: %w", l.tag, err)
-	}
-	l.rev = rev
-	return sent.Add(l.ttl - l.ttl/50), nil
+	return l.key.renew(ctx)
 }
 
 // TTL returns the lease's TTL.
-func (l *Lead) TTL() time.Duration { return l.ttl }
+func (l *Lead) TTL() time.Duration { return l.key.ttl }
 
 // Release deletes the key, so that another vendor may lead at once. The
 // holder stops serving first.
 func (l *Lead) Release(ctx context.Context) error {
-	if err := l.kv.Delete(ctx, l.tag, jetstream.LastRevision(l.rev)); err != nil {
-		return fmt.Errorf("kv: release the lead of %q: %w", l.tag, err)
+	if err := l.key.release(ctx); err != nil {
+		return fmt.Errorf("kv: release the lead of %q: %w", l.key.key, err)
 	}
 	return nil
 }

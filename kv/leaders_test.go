@@ -10,12 +10,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/strict"
 )
 
 func openLeaders(t *testing.T, js jetstream.JetStream, ttl time.Duration, holder string) *Leaders {
 	t.Helper()
-	ls, err := OpenLeaders(context.Background(), js, ttl, 1, holder)
+	ls, err := OpenLeaders(context.Background(), js, LeadersConfig{TTL: ttl, Holder: holder})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +80,8 @@ func TestLeadIsExclusiveAndExpires(t *testing.T) {
 	if took.Before(deadline) {
 		t.Fatalf("a led at %v, before b's deadline %v", took, deadline)
 	}
-	if _, err := lb.Renew(ctx); !errors.Is(err, strict.ErrLost) {
-		t.Fatalf("b's renewal after expiry: %v, want ErrLeadLost", err)
+	if _, err := lb.Renew(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("b's renewal after expiry: %v, want lease.ErrLost", err)
 	}
 }
 
@@ -99,8 +100,8 @@ func TestLeadersBucketLost(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, LeadersBucket); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := la.Renew(ctx); !errors.Is(err, strict.ErrLost) {
-		t.Fatalf("renewal in a deleted bucket: %v, want ErrLeadLost", err)
+	if _, err := la.Renew(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renewal in a deleted bucket: %v, want lease.ErrLost", err)
 	}
 	// a itself, which opened the bucket before it was lost, leads in the
 	// bucket created again.

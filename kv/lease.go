@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -19,14 +20,11 @@ type Lease struct {
 	id       int
 	last     int64 // previous holder's last timestamp
 	deadline time.Time
-	ttl      time.Duration
-	value    []byte
+	key      fencedKey // in the leases bucket
 	clock    snowflake.Clock
 	epoch    int64 // the snowflake epoch of the IDs made with the lease
 
-	leases   jetstream.KeyValue
 	clocks   jetstream.KeyValue
-	rev      uint64  // lease key's revision
 	clockRev uint64  // clock key's revision
 	recorded int64   // the highest last timestamp written
 	unacked  []int64 // timestamps written whose acks were lost since the last that was acked
@@ -57,7 +55,7 @@ func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report 
 		if quarantine {
 			last = l.clock.Now().Add(fresh).UnixMilli()
 			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, until no earlier holder can still be vending with it; this passes by itself, once per new cluster or loss",
-				l.id, ClocksBucket, fresh.Round(time.Millisecond)), time.Now().Add(fresh))
+				l.id, ClocksBucket, fresh.Round(time.Millisecond)), l.clock.Now().Add(fresh))
 		} else if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)
 		}
@@ -84,14 +82,14 @@ func (l *Lease) waitPastRenewing(ctx context.Context, last int64) error {
 			_, err := l.Renew(ctx, last)
 			return err
 		}
-		t := time.NewTimer(min(behind, l.ttl/3))
+		t := time.NewTimer(min(behind, l.key.ttl/3))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
 		}
-		if behind > l.ttl/3 {
+		if behind > l.key.ttl/3 {
 			if _, err := l.Renew(ctx, last); err != nil {
 				return err
 			}
@@ -200,38 +198,26 @@ func (l *Lease) Deadline() time.Time { return l.deadline }
 func (l *Lease) Where() string { return l.where }
 
 // TTL returns the lease TTL in force (the bucket's).
-func (l *Lease) TTL() time.Duration { return l.ttl }
+func (l *Lease) TTL() time.Duration { return l.key.ttl }
 
-// Renew updates the lease key against its last revision, then records the
-// new deadline (or last, or what it recorded before, whichever is latest) as
-// the worker ID's last timestamp. The deadline is measured
-// from before the update was sent, so it falls before the server can expire
-// the key: no one else can hold the ID while we may vend with it.
+// Renew renews the lease key (fencedKey.renew), then records the new
+// deadline (or last, or what it recorded before, whichever is latest) as
+// the worker ID's last timestamp. The deadline is measured from before the
+// renewal was sent, so it falls before the server can expire the key: no
+// one else can hold the ID while we may vend with it.
 //
 // A lease whose key, or whose bucket, is gone is lost: so is every lease
 // when the NATS store is wiped, and the holder claims anew in the buckets
 // created again.
-//
-// Before it writes, a renewal reads the key and checks that it still
-// holds this claim's value: a store that went back (a NATS server that lost
-// unsynced writes, a store directory restored) issues its revisions again,
-// so a matching revision alone could be another claim of the same ID.
 func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 	// A renewal that takes longer than a quarter of the TTL is better
 	// abandoned and retried than waited for.
-	ctx, cancel := context.WithTimeout(ctx, l.ttl/4)
+	ctx, cancel := context.WithTimeout(ctx, l.key.ttl/4)
 	defer cancel()
-	sent := l.clock.Now()
-	if err := l.verify(ctx); err != nil {
+	deadline, err := l.key.renew(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
-	rev, err := l.leases.Update(ctx, leaseKey(l.id), l.value, l.rev)
-	if err != nil {
-		return time.Time{}, l.renewError(ctx, err)
-	}
-	l.rev = rev
-	// A small margin for the server's clock running faster than ours.
-	deadline := sent.Add(l.ttl - l.ttl/50)
 	// After a backwards clock step the deadline is behind IDs already
 	// made: record the later of the two, and never less than before.
 	rec := max(deadline.UnixMilli(), last, l.recorded)
@@ -247,37 +233,11 @@ func (l *Lease) Renew(ctx context.Context, last int64) (time.Time, error) {
 		crev, err = l.writeClock(ctx, rec)
 	}
 	if err != nil {
-		return time.Time{}, l.renewError(ctx, err)
+		return time.Time{}, l.clockError(ctx, err)
 	}
 	l.clockRev, l.recorded = crev, rec
 	l.deadline = deadline
 	return deadline, nil
-}
-
-// verify checks that the lease key still holds this claim's value at a
-// revision this holder wrote; a later revision with its value is a renewal
-// of its own whose ack was lost, and is taken up.
-func (l *Lease) verify(ctx context.Context) error {
-	e, err := l.leases.Get(ctx, leaseKey(l.id))
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return fmt.Errorf("%w: worker ID %d: its lease is gone from bucket %s (expired, deleted, or the NATS store went back to before the claim)",
-			workerid.ErrLeaseLost, l.id, WorkersBucket)
-	case err != nil:
-		return l.renewError(ctx, err)
-	case string(e.Value()) != string(l.value):
-		holder := "someone else"
-		if v, err := decodeLeaseValue(e.Value()); err == nil {
-			holder = v.Holder
-		}
-		return fmt.Errorf("%w: worker ID %d is %s's now (revision %d; this vendor's was %d): the NATS store went back and the ID was claimed again, or the lease expired and was claimed",
-			workerid.ErrLeaseLost, l.id, holder, e.Revision(), l.rev)
-	case e.Revision() < l.rev:
-		return fmt.Errorf("%w: worker ID %d: the NATS store went back: the lease is at revision %d, below the %d this vendor wrote",
-			workerid.ErrLeaseLost, l.id, e.Revision(), l.rev)
-	}
-	l.rev = e.Revision()
-	return nil
 }
 
 // adoptClock is what a renewal does when its timestamp write finds the key
@@ -287,7 +247,7 @@ func (l *Lease) verify(ctx context.Context) error {
 func (l *Lease) adoptClock(ctx context.Context) error {
 	e, err := l.clocks.Get(ctx, leaseKey(l.id))
 	if err != nil {
-		return fmt.Errorf("%w: worker ID %d: %w (%v)", workerid.ErrLeaseLost, l.id, errClockRaced, err)
+		return fmt.Errorf("%w: worker ID %d: %w (%v)", lease.ErrLost, l.id, errClockRaced, err)
 	}
 	ms, epoch, perr := ParseClock(e.Value())
 	switch {
@@ -296,27 +256,20 @@ func (l *Lease) adoptClock(ctx context.Context) error {
 		return nil
 	case e.Revision() < l.clockRev:
 		return fmt.Errorf("%w: worker ID %d: the NATS store went back: its last timestamp is at revision %d, below the %d this vendor wrote",
-			workerid.ErrLeaseLost, l.id, e.Revision(), l.clockRev)
+			lease.ErrLost, l.id, e.Revision(), l.clockRev)
 	}
-	return fmt.Errorf("%w: worker ID %d: %w", workerid.ErrLeaseLost, l.id, errClockRaced)
+	return fmt.Errorf("%w: worker ID %d: %w", lease.ErrLost, l.id, errClockRaced)
 }
 
-// renewError classifies a failed renewal: the key or its bucket gone means
-// the lease is lost; anything else may pass (a timeout, a JetStream leader
-// election) and is retried.
-func (l *Lease) renewError(ctx context.Context, err error) error {
+// clockError classifies a failed write of the last timestamp: the key
+// changed under it, or the bucket gone, loses the lease; anything else may
+// pass and is retried.
+func (l *Lease) clockError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		return fmt.Errorf("%w: worker ID %d expired or was taken (%s)", workerid.ErrLeaseLost, l.id, jsText(err))
-	case bucketGone(err):
-		// "No response from stream" is also what a publish gets while a
-		// stream has no leader: ask whether the buckets still exist.
-		for _, kv := range []jetstream.KeyValue{l.leases, l.clocks} {
-			if _, serr := kv.Status(ctx); bucketGone(serr) {
-				return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state: %s)",
-					workerid.ErrLeaseLost, kv.Bucket(), jsText(err))
-			}
-		}
+		return fmt.Errorf("%w: worker ID %d: its last timestamp expired or was taken (%s)", lease.ErrLost, l.id, jsText(err))
+	case isBucketGone(ctx, err, l.clocks, l.key.ttl):
+		return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state: %s)", lease.ErrLost, ClocksBucket, jsText(err))
 	}
 	return fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
 }
@@ -338,21 +291,6 @@ func (l *Lease) recordedAtLeast(ctx context.Context, err error, last int64) bool
 	}
 	ms, _, perr := ParseClock(e.Value())
 	return perr == nil && ms >= last
-}
-
-// deleteLease deletes the lease key, at the revision a renewal of its own
-// may have left.
-func (l *Lease) deleteLease(ctx context.Context) error {
-	key := leaseKey(l.id)
-	err := l.leases.Delete(ctx, key, jetstream.LastRevision(l.rev))
-	if !revisionMismatch(err) {
-		return err
-	}
-	e, gerr := l.leases.Get(ctx, key)
-	if gerr != nil || string(e.Value()) != string(l.value) {
-		return err // someone else's
-	}
-	return l.leases.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 }
 
 func revisionMismatch(err error) bool {
@@ -395,7 +333,7 @@ func (l *Lease) Release(ctx context.Context, last int64) error {
 	if _, err := l.writeClock(ctx, last); err != nil && !l.recordedAtLeast(ctx, err, last) {
 		errs = append(errs, err)
 	}
-	if err := l.deleteLease(ctx); err != nil {
+	if err := l.key.release(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("kv: delete lease of worker ID %d: %w", l.id, err))
 	}
 	return errors.Join(errs...)

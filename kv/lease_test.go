@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -174,7 +175,7 @@ func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
 	ctx := context.Background()
 	last := time.Now().UnixMilli()
 	// The renewal's writes, as the server applied them.
-	if _, err := l.leases.Put(ctx, leaseKey(9), l.value); err != nil {
+	if _, err := l.key.kv.Put(ctx, leaseKey(9), l.key.value); err != nil {
 		t.Fatal(err)
 	}
 	renewed := last + 300 // a deadline just ahead, as a renewal records
@@ -184,7 +185,7 @@ func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
 	if err := l.Release(ctx, last); err != nil {
 		t.Fatalf("release after a renewal whose ack was lost: %v", err)
 	}
-	if _, err := l.leases.Get(ctx, leaseKey(9)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := l.key.kv.Get(ctx, leaseKey(9)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("lease key after the release: %v, want deleted", err)
 	}
 	e, err := l.clocks.Get(ctx, leaseKey(9))
@@ -197,7 +198,7 @@ func TestReleaseAfterARenewalWhoseAckWasLost(t *testing.T) {
 
 	// Someone else's writes are not taken for ours.
 	l2 := claim(t, js, cfg)
-	if _, err := l2.leases.Put(ctx, leaseKey(9), []byte(`{"holder":"another"}`)); err != nil {
+	if _, err := l2.key.kv.Put(ctx, leaseKey(9), []byte(`{"holder":"another"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l2.Release(ctx, time.Now().UnixMilli()); err == nil {
@@ -293,8 +294,8 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 		t.Fatalf("new holder's first ID %d is not after the old holder's last %d", first, last)
 	}
 	// The old holder, waking up, cannot renew.
-	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, workerid.ErrLeaseLost) {
-		t.Fatalf("old holder's renewal: %v, want ErrLeaseLost", err)
+	if _, err := a.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("old holder's renewal: %v, want lease.ErrLost", err)
 	}
 }
 
@@ -480,8 +481,8 @@ func TestRenewAfterClockRaceIsLost(t *testing.T) {
 	if _, err := clocks.Put(context.Background(), leaseKey(5), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, workerid.ErrLeaseLost) {
-		t.Fatalf("Renew after the timestamp changed under it: %v, want ErrLeaseLost", err)
+	if _, err := l.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after the timestamp changed under it: %v, want lease.ErrLost", err)
 	}
 }
 
@@ -503,7 +504,7 @@ func TestRenewalChecksItsOwnValue(t *testing.T) {
 	clocks, _ := js.KeyValue(ctx, ClocksBucket)
 	// Both of the renewal's writes land, their acks lost: the holder's
 	// revisions are behind its own writes.
-	if _, err := leases.Update(ctx, leaseKey(5), l.value, l.rev); err != nil {
+	if _, err := leases.Update(ctx, leaseKey(5), l.key.value, l.key.rev); err != nil {
 		t.Fatal(err)
 	}
 	next := time.Now().Add(time.Second).UnixMilli()
@@ -521,13 +522,13 @@ func TestRenewalChecksItsOwnValue(t *testing.T) {
 	if _, err := leases.Update(ctx, leaseKey(5), other, e.Revision()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) || !strings.Contains(err.Error(), "twin/9's now") {
+	if _, err := l.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "twin/9's now") {
 		t.Fatalf("renewal over another claim: %v", err)
 	}
 
 	l2 := claim(t, js, LeaseConfig{TTL: 2 * time.Second, IDs: &workerid.Range{First: 6, Last: 6}})
 	leases.Purge(ctx, leaseKey(6))
-	if _, err := l2.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) || !strings.Contains(err.Error(), "went back to before the claim") {
+	if _, err := l2.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "went back to before the claim") {
 		t.Fatalf("renewal of a lease whose key is gone: %v", err)
 	}
 }

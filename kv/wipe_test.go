@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
-	"github.com/leaf-nats/leaf/workerid"
 )
 
 // Revisions of a bucket created by leaf-nats start at its creation's Unix
@@ -23,8 +23,8 @@ func TestBucketsStartTheirRevisionsAtTheirCreation(t *testing.T) {
 	js := newJS(t, s)
 	before := uint64(time.Now().UnixMicro())
 	l := claim(t, js, LeaseConfig{TTL: time.Second, IDs: ids(1, 1)})
-	if l.rev < before || l.clockRev < before {
-		t.Fatalf("revisions %d (lease) and %d (timestamp), want from %d on", l.rev, l.clockRev, before)
+	if l.key.rev < before || l.clockRev < before {
+		t.Fatalf("revisions %d (lease) and %d (timestamp), want from %d on", l.key.rev, l.clockRev, before)
 	}
 }
 
@@ -72,7 +72,7 @@ func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
 	established(t, js, ttl)
 	a := claim(t, js, LeaseConfig{TTL: ttl, IDs: ids(3, 3)})
 	ga := leasedGen(t, a, nil)
-	oldRev := a.rev
+	oldRev := a.key.rev
 
 	ctx := context.Background()
 	for _, b := range []string{WorkersBucket, ClocksBucket} {
@@ -113,14 +113,14 @@ func wipeAndReclaim(t *testing.T, ttl time.Duration, cfg LeaseConfig) wiped {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(a.Deadline()))
-	if _, err := a.Renew(ctx, 0); !errors.Is(err, workerid.ErrLeaseLost) {
-		t.Fatalf("old holder's renewal after the wipe: %v, want ErrLeaseLost", err)
+	if _, err := a.Renew(ctx, 0); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("old holder's renewal after the wipe: %v, want lease.ErrLost", err)
 	}
 	ga.Revoke()
 	close(stop)
 	wg.Wait()
-	if b.rev <= oldRev {
-		t.Fatalf("new lease revision %d not above the old holder's %d", b.rev, oldRev)
+	if b.key.rev <= oldRev {
+		t.Fatalf("new lease revision %d not above the old holder's %d", b.key.rev, oldRev)
 	}
 	if len(idsA) == 0 {
 		t.Fatal("the old holder made no ID")

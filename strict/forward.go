@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -64,6 +65,9 @@ type ForwarderConfig struct {
 	Gate Gate
 	// Observer is told of dropped requests.
 	Observer vending.Observer
+	// Clock spaces the probes and times the requests a leader answers.
+	// Nil: the system's.
+	Clock lease.Nower
 	// Logger receives the replies that could not be sent.
 	Logger *slog.Logger
 }
@@ -91,6 +95,9 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 	}
 	if c.Observer == nil {
 		c.Observer = discard{}
+	}
+	if c.Clock == nil {
+		c.Clock = lease.Timers(nil)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -172,7 +179,7 @@ func OpenForwarder(nc *nats.Conn, c ForwarderConfig) (*Forwarder, error) {
 // so when that changes (or, at the start, when it may not).
 func (f *Forwarder) probe() {
 	ok, first := f.mayAnswerClients(), f.probedAt.Load() == 0
-	f.probedAt.Store(time.Now().UnixNano())
+	f.probedAt.Store(f.cfg.Clock.Now().UnixNano())
 	f.deniedMu.Lock()
 	f.lastError = f.nc.LastError() // the probe's own refusals are no news for noteDenied
 	f.deniedMu.Unlock()
@@ -188,7 +195,7 @@ func (f *Forwarder) probe() {
 // reprobe checks again, in the background, once Reprobe has passed since
 // the last check while this vendor may not answer clients directly.
 func (f *Forwarder) reprobe() {
-	if f.direct.Load() || time.Since(time.Unix(0, f.probedAt.Load())) < f.cfg.Reprobe || !f.probing.CompareAndSwap(false, true) {
+	if f.direct.Load() || f.cfg.Clock.Now().Sub(time.Unix(0, f.probedAt.Load())) < f.cfg.Reprobe || !f.probing.CompareAndSwap(false, true) {
 		return
 	}
 	f.mu.Lock()
@@ -223,7 +230,7 @@ func (f *Forwarder) noteDenied() {
 	if seen || !f.repliesDenied(last) || !f.direct.CompareAndSwap(true, false) {
 		return
 	}
-	f.probedAt.Store(time.Now().UnixNano())
+	f.probedAt.Store(f.cfg.Clock.Now().UnixNano())
 	f.cfg.Logger.Warn("strict tags: NATS refused this vendor's answer to the client of a handed-off request, so its permissions changed: the other vendors forward to it again, and it checks again every "+f.cfg.Reprobe.String()+" (grant the vendors' user publish on the reply prefixes; docs/security.md)",
 		"err", last)
 }
@@ -449,7 +456,7 @@ func (f *Forwarder) serve(tag string, ls *Leaders, m *nats.Msg) {
 		f.replies.Drop(f.cfg.Logger, m.Subject, client, why)
 		return
 	}
-	start := time.Now()
+	start := f.cfg.Clock.Now()
 	enc, err := vending.ParseEncoding(m.Header.Get(vending.EncodingHeader))
 	limit := f.cfg.MaxBatch
 	if enc == vending.EncodingRanges {
@@ -527,7 +534,7 @@ func (f *Forwarder) answer(subject, client, enc, tag string, rs []ids.Range, err
 		n := int(ids.Count(rs))
 		if err = f.nc.PublishMsg(r); err == nil {
 			f.noteDenied()
-			f.cfg.Observer.Observe(vending.ModeSegment, tag, vending.CodeOK, n, time.Since(start))
+			f.cfg.Observer.Observe(vending.ModeSegment, tag, vending.CodeOK, n, f.cfg.Clock.Now().Sub(start))
 			return
 		}
 		err = fmt.Errorf("the reply of %d IDs (%d bytes) could not be sent: %w", n, len(r.Data), err)
@@ -540,7 +547,7 @@ func (f *Forwarder) answer(subject, client, enc, tag string, rs []ids.Range, err
 	if perr := f.nc.PublishMsg(errorMsg(client, err)); perr != nil {
 		f.cfg.Logger.Warn("answering a strict request handed to this leader", "subject", subject, "err", perr)
 	}
-	f.cfg.Observer.Observe(vending.ModeSegment, tag, code, 0, time.Since(start))
+	f.cfg.Observer.Observe(vending.ModeSegment, tag, code, 0, f.cfg.Clock.Now().Sub(start))
 }
 
 // errorMsg is the service's answer of err to subject. A lead lost

@@ -7,7 +7,10 @@
 // One vendor leads a strict tag at a time and serves all its requests from
 // one segment.Allocator buffer, whose IDs ascend; the other vendors forward
 // the tag's requests to it over NATS. Leadership is a lease (kv.Lead) with
-// the worker-ID lease's fencing, and the argument is the same:
+// the worker-ID lease's fencing, held by the same machine (a lease.Driver
+// per lead, without Reclaim: a lead lost, or whose renewals fail past its
+// deadline, steps down, and the next request may take it again), and the
+// argument is the same:
 //
 //   - A leader serves only before its deadline, a TTL after its last renewal
 //     was sent, less a margin, which passes before the server can expire its
@@ -48,6 +51,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -63,8 +67,6 @@ var (
 	// ErrLedElsewhere is what Config.Lead returns when another vendor
 	// holds the tag's lease.
 	ErrLedElsewhere = errors.New("strict: another vendor leads the tag")
-	// ErrLost is what a Lease's Renew wraps once the lease is gone.
-	ErrLost = errors.New("strict: lead lost")
 )
 
 // Source is where a leader takes a strict tag's IDs: segment.Allocator.
@@ -79,7 +81,7 @@ var _ Source = (*segment.Allocator)(nil)
 // Lease is a hold on a tag's leadership (kv.Lead).
 type Lease interface {
 	// Renew extends the lease and returns the deadline until which its
-	// holder may serve, by the holder's clock; an error wrapping ErrLost
+	// holder may serve, by Config.Clock; an error wrapping lease.ErrLost
 	// is final.
 	Renew(ctx context.Context) (deadline time.Time, err error)
 	// Release gives the lease up.
@@ -117,9 +119,7 @@ type Transport interface {
 // Fence is a counter that moves whenever a lease must be renewed before the
 // next ID: the reconnects of the NATS connection requests arrive on, to a
 // server that may have lost every lease.
-type Fence interface {
-	Fence() uint64
-}
+type Fence = lease.Fence
 
 // Config configures Leaders. Source, Leases and Transport are required.
 type Config struct {
@@ -135,8 +135,10 @@ type Config struct {
 	// no answer (or no responders). Zero means DefaultHandoffFor; negative,
 	// never hand off.
 	HandoffFor time.Duration
-	// Now is the clock deadlines are read on (time.Now).
-	Now func() time.Time
+	// Clock is what deadlines are read on and renewals timed by: the
+	// clock the Leases measure deadlines on. Nil: lease.Timers(nil), the
+	// system's.
+	Clock lease.Clock
 	// Logger receives leadership taken and lost. Default: discard.
 	Logger *slog.Logger
 }
@@ -151,9 +153,8 @@ type Leaders struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	leads    map[string]*lead
-	taking   map[string]chan struct{} // closed once this vendor's taking of the tag's lead ends
-	answered map[string]time.Time     // when another vendor last answered a Forward as the tag's leader
+	leads    map[string]*lead     // this vendor's, from the claim until the lead ends
+	answered map[string]time.Time // when another vendor last answered a Forward as the tag's leader
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -173,8 +174,8 @@ func Open(cfg Config) (*Leaders, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("strict: %w", err)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = lease.Timers(nil)
 	}
 	if cfg.HandoffFor == 0 {
 		cfg.HandoffFor = DefaultHandoffFor
@@ -182,63 +183,50 @@ func Open(cfg Config) (*Leaders, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	ls := &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{},
-		taking: map[string]chan struct{}{}, answered: map[string]time.Time{}}
+	ls := &Leaders{cfg: cfg, log: cfg.Logger, leads: map[string]*lead{}, answered: map[string]time.Time{}}
 	if err := cfg.Transport.Follow(ls); err != nil {
 		return nil, fmt.Errorf("strict: %w", err)
 	}
 	return ls, nil
 }
 
-// lead is this vendor's leadership of one tag.
-type lead struct {
-	tag       string
-	lease     Lease
-	notBefore time.Time
-
-	mu       sync.Mutex
-	deadline time.Time // serve only before; zero once lost
-	fencedAt uint64    // Fence's value before the last renewal
-	lost     error     // why it ended, once it did
-
-	renewNow chan struct{} // capacity 1
-	cancel   context.CancelFunc
-	stop     func() // stops listening
-}
-
-// serveErr says why l may not serve now, nil when it may.
+// serveErr says why l may not serve now, nil when it may; it asks for a
+// renewal when one is overdue or the fence moved.
 func (ls *Leaders) serveErr(l *lead) error {
-	now := ls.cfg.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.lost != nil:
-		return fmt.Errorf("%w: %w", ErrNotLeader, l.lost)
-	case now.Before(l.notBefore):
+	w := l.drv.Status().Window
+	switch w.Check(ls.cfg.Clock.Now(), ls.fence()) {
+	case lease.Serving:
+		return nil
+	case lease.Closed:
+		return fmt.Errorf("%w: tag %q: %w", ErrNotLeader, l.tag, l.why())
+	case lease.Early:
 		return fmt.Errorf("%w: tag %q: this vendor leads it since its lease bucket was created again, and serves from %s, when no earlier leader can still serve",
-			segment.ErrUnavailable, l.tag, l.notBefore.Format(time.RFC3339Nano))
-	case !now.Before(l.deadline):
-		ls.askRenew(l)
+			segment.ErrUnavailable, l.tag, w.NotBefore.Format(time.RFC3339Nano))
+	case lease.Overdue:
+		l.drv.Ring()
 		return fmt.Errorf("%w: tag %q: the lead's renewal is overdue; renewing", segment.ErrUnavailable, l.tag)
-	case ls.cfg.Fence != nil && ls.cfg.Fence.Fence() != l.fencedAt:
-		ls.askRenew(l)
-		return fmt.Errorf("%w: tag %q: reconnected to NATS; renewing the lead there before serving again", segment.ErrUnavailable, l.tag)
 	}
-	return nil
+	l.drv.Ring()
+	return fmt.Errorf("%w: tag %q: reconnected to NATS; renewing the lead there before serving again", segment.ErrUnavailable, l.tag)
 }
 
-func (ls *Leaders) askRenew(l *lead) {
-	select {
-	case l.renewNow <- struct{}{}:
-	default:
+func (ls *Leaders) fence() uint64 {
+	if ls.cfg.Fence == nil {
+		return 0
 	}
+	return ls.cfg.Fence.Fence()
 }
 
-// leading returns this vendor's lead of tag, nil when it has none.
+// leading returns this vendor's lead of tag once it serves (it took the
+// lease and restarted the buffer), nil when it has none.
 func (ls *Leaders) leading(tag string) *lead {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.leads[tag]
+	l := ls.leads[tag]
+	ls.mu.Unlock()
+	if l == nil || !l.hasStarted() {
+		return nil
+	}
+	return l
 }
 
 // TryTake serves n IDs of tag from memory when this vendor leads it and can
@@ -286,7 +274,7 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 // takes handed-off requests (ok), and forgets it otherwise: Handoff's
 // evidence that a leader listens and serves.
 func (ls *Leaders) noteAnswer(tag string, ok bool) {
-	now := ls.cfg.Now()
+	now := ls.cfg.Clock.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ok {
@@ -303,7 +291,7 @@ func (ls *Leaders) noteAnswer(tag string, ok bool) {
 // forwards it and waits for the answer (so that a missing leader is
 // noticed, and the lead taken), and which renews the evidence.
 func (ls *Leaders) Handoff(tag string) bool {
-	now := ls.cfg.Now()
+	now := ls.cfg.Clock.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	at, ok := ls.answered[tag]
@@ -370,186 +358,60 @@ func (ls *Leaders) sourceErr(l *lead, err error) error {
 	return err
 }
 
-// takeLead takes tag's lease, restarts its buffer and starts renewing. The
-// requests that find this vendor taking it already wait for that, rather
-// than race it for the lease (and lose, with a 503).
+// takeLead takes the lead of tag, or waits for this vendor's taking of it
+// already under way: the requests that find it so wait for it rather than
+// race it for the lease (and lose, with a 503).
 func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 	ls.mu.Lock()
 	if ls.closed {
 		ls.mu.Unlock()
 		return nil, fmt.Errorf("%w: closing", segment.ErrUnavailable)
 	}
-	if l := ls.leads[tag]; l != nil {
-		ls.mu.Unlock()
-		return l, nil
+	l := ls.leads[tag]
+	if l == nil {
+		l = ls.startLead(tag)
 	}
-	if taking, ok := ls.taking[tag]; ok {
-		ls.mu.Unlock()
-		select {
-		case <-taking:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: tag %q: waiting for this vendor to take its lead: %w", segment.ErrUnavailable, tag, ctx.Err())
-		}
-		if l := ls.leading(tag); l != nil {
-			return l, nil
-		}
-		return nil, fmt.Errorf("%w: tag %q: this vendor could not take its lead; ask again", segment.ErrUnavailable, tag)
-	}
-	done := make(chan struct{})
-	ls.taking[tag] = done
 	ls.mu.Unlock()
-	defer func() {
-		ls.mu.Lock()
-		delete(ls.taking, tag)
-		ls.mu.Unlock()
-		close(done)
-	}()
-	return ls.newLead(ctx, tag)
+	select {
+	case <-l.started:
+		return l, nil
+	case <-l.done:
+		return nil, l.takeErr()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: tag %q: waiting for this vendor to take its lead: %w", segment.ErrUnavailable, tag, ctx.Err())
+	}
 }
 
-// newLead is takeLead's work: the lease, the buffer restart, the listening
-// and the renewals.
-func (ls *Leaders) newLead(ctx context.Context, tag string) (*lead, error) {
-	lease, notBefore, err := ls.cfg.Leases.Take(ctx, tag)
-	if err != nil {
-		return nil, err
-	}
-	fence := ls.fence()
-	deadline, err := lease.Renew(ctx)
-	if err != nil {
-		lease.Release(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("%w: tag %q: renew the new lead: %w", segment.ErrUnavailable, tag, err)
-	}
-	// Only now: the first segment served is allocated after the lease was
-	// taken, above every ID an earlier leader served.
-	ls.cfg.Source.Restart(tag)
-	l := &lead{tag: tag, lease: lease, notBefore: notBefore, deadline: deadline, fencedAt: fence, renewNow: make(chan struct{}, 1)}
-	if l.stop, err = ls.cfg.Transport.Listen(tag, ls); err != nil {
-		lease.Release(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("%w: tag %q: listen for forwarded requests: %w", segment.ErrUnavailable, tag, err)
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	l.cancel = cancel
-	ls.mu.Lock()
-	if ls.closed || ls.leads[tag] != nil { // closed, or led twice meanwhile
-		ls.mu.Unlock()
-		cancel()
-		if l.stop != nil {
-			l.stop()
-		}
-		lease.Release(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("%w: tag %q: lead taken twice", segment.ErrUnavailable, tag)
-	}
+// startLead starts the driver of a lead of tag, which claims the lease at
+// once. ls.mu is held.
+func (ls *Leaders) startLead(tag string) *lead {
+	ctx, stop := context.WithCancelCause(context.Background())
+	l := &lead{ls: ls, tag: tag, stop: stop, started: make(chan struct{}), done: make(chan struct{})}
+	l.drv = lease.NewDriver(lease.DriverConfig{
+		Machine: lease.Config{Name: "strict tag"},
+		Clock:   ls.cfg.Clock,
+		Fence:   ls.cfg.Fence,
+		Logger:  ls.log,
+	}, l)
 	ls.leads[tag] = l
-	delete(ls.answered, tag)
 	ls.wg.Add(1)
-	ls.mu.Unlock()
 	go func() {
 		defer ls.wg.Done()
-		ls.renewLoop(rctx, l, deadline.Sub(ls.cfg.Now()))
+		l.end(l.drv.Run(ctx))
 	}()
-	if notBefore.IsZero() {
-		ls.log.Info("leading a strict tag", "tag", tag, "deadline", deadline)
-	} else {
-		ls.log.Info("leading a strict tag", "tag", tag, "deadline", deadline, "not_before", notBefore)
-	}
-	return l, nil
+	return l
 }
 
-func (ls *Leaders) fence() uint64 {
-	if ls.cfg.Fence == nil {
-		return 0
-	}
-	return ls.cfg.Fence.Fence()
-}
-
-// renewLoop renews l three times per hold, and at once when serveErr asks,
-// until the lead is lost or ctx ends.
-func (ls *Leaders) renewLoop(ctx context.Context, l *lead, hold time.Duration) {
-	every := max(hold/3, 10*time.Millisecond)
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-l.renewNow:
-		}
-		err := ls.renew(ctx, l)
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case errors.Is(err, ErrLost):
-			ls.stepDown(l, err)
-			return
-		case !ls.cfg.Now().Before(l.until()):
-			// Past the deadline the lead serves no more; stepping down
-			// stops it listening, so that the other vendors, finding no
-			// leader, take the lease once the key expires.
-			ls.stepDown(l, fmt.Errorf("renewals failed past the lead's deadline: %w", err))
-			return
-		default:
-			ls.log.Warn("renewing the lead of a strict tag failed; retrying", "tag", l.tag, "err", err)
-		}
-		t.Reset(every)
-	}
-}
-
-// until returns l's deadline.
-func (l *lead) until() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
-
-// renew renews l once. The fence is read before the renewal, so that a
-// reconnect during it asks for another.
-func (ls *Leaders) renew(ctx context.Context, l *lead) error {
-	fence := ls.fence()
-	deadline, err := l.lease.Renew(ctx)
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	if l.lost == nil {
-		l.deadline, l.fencedAt = deadline, fence
-	}
-	l.mu.Unlock()
-	return nil
-}
-
-// stepDown ends l: it serves no more, stops listening, and gives its lease
-// up unless it was lost.
+// stepDown ends l and waits for it: it serves no more, stops listening,
+// and gives its lease up.
 func (ls *Leaders) stepDown(l *lead, why error) {
-	l.mu.Lock()
-	if l.lost != nil {
-		l.mu.Unlock()
-		return
-	}
-	l.lost, l.deadline = why, time.Time{}
-	l.mu.Unlock()
-	ls.mu.Lock()
-	if ls.leads[l.tag] == l {
-		delete(ls.leads, l.tag)
-	}
-	ls.mu.Unlock()
-	l.cancel()
-	if l.stop != nil {
-		l.stop()
-	}
-	if !errors.Is(why, ErrLost) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := l.lease.Release(ctx); err != nil {
-			ls.log.Warn("releasing the lead of a strict tag", "tag", l.tag, "err", err)
-		}
-	}
-	ls.log.Warn("no longer leading a strict tag", "tag", l.tag, "why", why)
+	l.stop(why)
+	<-l.done
 }
 
 // Close stops leading every tag: each stops serving, stops listening and
 // releases its lease, so another vendor leads at once. It waits for the
-// renewals to end.
+// leads' drivers to end.
 func (ls *Leaders) Close(context.Context) error {
 	ls.mu.Lock()
 	ls.closed = true
@@ -559,7 +421,7 @@ func (ls *Leaders) Close(context.Context) error {
 	}
 	ls.mu.Unlock()
 	for _, l := range leads {
-		ls.stepDown(l, errors.New("vendor stopping"))
+		l.stop(errors.New("vendor stopping"))
 	}
 	ls.wg.Wait()
 	return nil
@@ -582,10 +444,9 @@ func (ls *Leaders) Status() []Status {
 	ls.mu.Unlock()
 	out := make([]Status, 0, len(leads))
 	for _, l := range leads {
-		serving := ls.serveErr(l) == nil
-		l.mu.Lock()
-		out = append(out, Status{Tag: l.tag, Deadline: l.deadline, Serving: serving})
-		l.mu.Unlock()
+		if l.hasStarted() {
+			out = append(out, Status{Tag: l.tag, Deadline: l.drv.Status().Window.Until, Serving: ls.serveErr(l) == nil})
+		}
 	}
 	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Tag, b.Tag) })
 	return out

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
@@ -89,7 +90,7 @@ func (l *fakeLease) Renew(context.Context) (time.Time, error) {
 	l.kv.mu.Lock()
 	defer l.kv.mu.Unlock()
 	if l.kv.holder[l.tag] != l.me || !time.Now().Before(l.kv.expiry[l.tag]) {
-		return time.Time{}, fmt.Errorf("%w: expired", strict.ErrLost)
+		return time.Time{}, fmt.Errorf("%w: expired", lease.ErrLost)
 	}
 	l.kv.expiry[l.tag] = time.Now().Add(l.kv.ttl)
 	return sent.Add(l.kv.ttl - l.kv.ttl/50), nil
@@ -557,7 +558,7 @@ func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
 			}
 			return append(dst, ids.Range{First: 1, Count: n}), takesHandoffs, nil
 		}),
-		Now:        clock,
+		Clock:      lease.Timers(nowFunc(clock)),
 		HandoffFor: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -602,6 +603,11 @@ func TestHandoffFollowsTheLeadersAnswers(t *testing.T) {
 	answer = nil
 	step("leading it", false)
 }
+
+// nowFunc makes a function a clock's time.
+type nowFunc func() time.Time
+
+func (f nowFunc) Now() time.Time { return f() }
 
 type nopSource struct{}
 

@@ -4,7 +4,10 @@
 // A Keeper is the one owner of that job. Open starts its loop, which claims
 // a worker ID, renews the hold, and claims a new one when the hold is lost;
 // Close stops vending, releases the worker ID and waits for the loop. The
-// Keeper's NextN is what the service vends from: it answers ErrNoLease
+// loop is a lease.Driver running the lease machine that strict tags' leads
+// run too (with Reclaim: a lost worker ID is claimed again); the Keeper
+// supplies the claim and the generator each renewal opens to its deadline.
+// The Keeper's NextN is what the service vends from: it answers ErrNoLease
 // (a 503) whenever no worker ID is held.
 //
 // # Holders

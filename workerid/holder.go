@@ -11,14 +11,9 @@ import (
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
-var (
-	// ErrLeaseLost is wrapped by a Holder whose worker ID is no longer its
-	// own: the Keeper stops vending with it and claims another.
-	ErrLeaseLost = errors.New("workerid: worker ID lease lost")
-	// ErrClockBehind is returned when the clock is further behind a worker
-	// ID's last recorded timestamp than the caller will wait.
-	ErrClockBehind = errors.New("workerid: clock is behind the worker ID's last recorded timestamp")
-)
+// ErrClockBehind is returned when the clock is further behind a worker ID's
+// last recorded timestamp than the caller will wait.
+var ErrClockBehind = errors.New("workerid: clock is behind the worker ID's last recorded timestamp")
 
 // DefaultMaxWait is the least time a claim waits for its clock to pass a
 // worker ID's last timestamp: a clock a few seconds behind (a new host, or
@@ -93,26 +88,12 @@ type Holder interface {
 	// last (the generator's last millisecond used: after a backwards clock
 	// step it is ahead of the deadline), and never less than it recorded
 	// before, so a later holder starts after every ID made. An error
-	// wrapping ErrLeaseLost is final.
+	// wrapping lease.ErrLost is final: the Keeper stops vending with the
+	// worker ID and claims another.
 	Renew(ctx context.Context, last int64) (deadline time.Time, err error)
 	// Release records last (Unix ms) as the worker ID's last timestamp and
 	// frees the worker ID.
 	Release(ctx context.Context, last int64) error
-}
-
-// PermanentError marks a claim error that waiting cannot fix (a
-// configuration to change): the Keeper gives up instead of retrying.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// Permanent marks err as one that waiting cannot fix.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PermanentError{Err: err}
 }
 
 // both holds one worker ID through two holders at once (a static ID keeps

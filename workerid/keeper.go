@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/backoff"
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
 // staticHorizon is how far ahead a static worker ID's file reserves
 // timestamps: a restart after a crash waits at most this long.
 const staticHorizon = 3 * time.Second
-
-// releaseTimeout bounds the release of the worker ID at Close.
-const releaseTimeout = 5 * time.Second
 
 // Claim backoff: a failed claim is retried after minBackoff, doubling up
 // to maxBackoff.
@@ -37,8 +36,8 @@ type Config struct {
 	// Claim takes a hold on a free worker ID of the request's range,
 	// waiting until the clock is past its last timestamp (kv.Claim), and
 	// says through the request's Report why it waits. Required. An error
-	// marked with Permanent ends the Keeper if no worker ID was ever held;
-	// every other error is retried with backoff.
+	// marked with lease.Permanent ends the Keeper if no worker ID was ever
+	// held; every other error is retried with backoff.
 	Claim func(ctx context.Context, r ClaimRequest) (Holder, error)
 	// IDs bounds the worker IDs claimed; nil means every worker ID of
 	// Generator.Layout.
@@ -50,6 +49,10 @@ type Config struct {
 	// epoch, clock and clock tolerance. The Keeper sets WorkerID, Last and
 	// Leased.
 	Generator snowflake.Settings
+	// Clock times the renewals; its time must be Generator.Clock's, which
+	// the holders measure deadlines on. Nil: real timers on
+	// Generator.Clock.
+	Clock lease.Clock
 	// Fence, when set, is a counter that moves whenever the worker ID's
 	// hold must be renewed before the next ID: the count of reconnects of
 	// the connection requests arrive on, to a server that may not be the
@@ -103,6 +106,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Generator.Clock == nil {
+		c.Generator.Clock = snowflake.SystemClock{}
+	}
+	if c.Clock == nil {
+		c.Clock = lease.Timers(c.Generator.Clock)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("workerid: %w", err)
 	}
@@ -111,21 +120,23 @@ func (c Config) withDefaults() (Config, error) {
 
 // Keeper holds a worker ID and the generator that vends with it. It is safe
 // for concurrent use.
+//
+// Its loop is a lease.Driver: claims, renewals, losses and the release at
+// Close are the lease machine's decisions, and the Keeper's part is the
+// hold (Config.Claim, a Holder) and the generator whose window each
+// renewal opens (hold, the driver's Lessee).
 type Keeper struct {
 	cfg Config
 	log *slog.Logger
+	drv *lease.Driver
 
-	gen     atomic.Pointer[snowflake.Generator] // nil while no worker ID is held
-	claimed chan struct{}                       // closed at the first claim
+	gen      atomic.Pointer[snowflake.Generator] // nil while no worker ID is held
+	fencedAt atomic.Uint64                       // the fence of gen's window
+	claimed  chan struct{}                       // closed at the first claim
 
 	cancel context.CancelFunc
-	done   chan struct{} // closed when run returns, with err set
+	done   chan struct{} // closed when the driver returns, with err set
 	err    error
-
-	renewals, failures atomic.Uint64
-	deadline           atomic.Int64  // Unix ns of the last deadline, 0 before any
-	fencedAt           atomic.Uint64 // Fence's value before the last renewal
-	renewNow           chan struct{} // capacity 1: NextN found the fence moved
 
 	mu        sync.Mutex // guards the fields below and replacing gen
 	info      Info
@@ -143,14 +154,26 @@ func Open(c Config) (*Keeper, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	k := &Keeper{cfg: c, log: c.Logger, claimed: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
-		renewNow: make(chan struct{}, 1)}
+	k := &Keeper{cfg: c, log: c.Logger, claimed: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	dc := lease.DriverConfig{
+		Machine: lease.Config{Name: "worker ID", Reclaim: true, Backoff: backoff.Backoff{Min: minBackoff, Max: maxBackoff}},
+		Clock:   c.Clock,
+		Logger:  c.Logger,
+	}
+	if c.Fence != nil {
+		dc.Fence = fenceFunc(c.Fence)
+	}
+	k.drv = lease.NewDriver(dc, &hold{k: k})
 	go func() {
 		defer close(k.done)
-		k.err = k.run(ctx)
+		k.err = k.drv.Run(ctx)
 	}()
 	return k, nil
 }
+
+type fenceFunc func() uint64
+
+func (f fenceFunc) Fence() uint64 { return f() }
 
 // Claimed is closed once a worker ID is held for the first time.
 func (k *Keeper) Claimed() <-chan struct{} { return k.claimed }
@@ -208,17 +231,16 @@ func (k *Keeper) NextRanges(dst []ids.Range, n int) ([]ids.Range, error) {
 	return g.NextRanges(dst, n)
 }
 
-// generator returns the generator that may vend now.
+// generator returns the generator that may vend now: its window closes by
+// itself at the deadline; a moved fence closes it here, and asks the
+// driver for a renewal.
 func (k *Keeper) generator() (*snowflake.Generator, error) {
 	g := k.gen.Load()
 	if g == nil {
 		return nil, fmt.Errorf("%w: %s", snowflake.ErrNoLease, k.whyNone())
 	}
 	if k.cfg.Fence != nil && k.cfg.Fence() != k.fencedAt.Load() {
-		select {
-		case k.renewNow <- struct{}{}:
-		default:
-		}
+		k.drv.Ring()
 		return nil, fmt.Errorf("%w: reconnected to NATS; renewing the worker ID's lease there before vending again", snowflake.ErrNoLease)
 	}
 	return g, nil
@@ -237,113 +259,140 @@ func (k *Keeper) whyNone() string {
 	return "no worker ID claimed yet"
 }
 
-// fence returns the Fence's value, read before a renewal.
-func (k *Keeper) fence() uint64 {
-	if k.cfg.Fence == nil {
-		return 0
-	}
-	return k.cfg.Fence()
+// hold is the Keeper's side of its driver (lease.Lessee): the worker ID
+// held, and the generator that vends with it. Only the driver's goroutine
+// calls its methods.
+type hold struct {
+	k       *Keeper
+	h       Holder               // nil before the first claim
+	mode    string               // "kv-lease" or "static"
+	gen     *snowflake.Generator // made at the claim, vending from the first window
+	serving bool                 // gen is installed
+	shut    bool                 // gen was revoked: last is its last millisecond
+	last    int64
 }
 
-// run claims, keeps and re-claims a worker ID until ctx ends.
-func (k *Keeper) run(ctx context.Context) error {
-	for {
-		g, h, every, err := k.claimRetrying(ctx)
-		if err != nil || g == nil {
-			return err
+var _ lease.Lessee = (*hold)(nil)
+
+// Claim takes a worker ID and makes its generator, which vends from the
+// first window on.
+func (o *hold) Claim(ctx context.Context) (time.Time, error) {
+	k := o.k
+	*o = hold{k: k}
+	h, mode, err := k.claim(ctx)
+	if err == nil {
+		settings := k.cfg.Generator
+		settings.WorkerID, settings.Last, settings.Leased = h.ID(), h.Last(), true
+		var g *snowflake.Generator
+		if g, err = snowflake.New(settings); err == nil {
+			*o = hold{k: k, h: h, mode: mode, gen: g}
+			return time.Time{}, nil
 		}
-		err = k.keep(ctx, g, h, every)
-		if !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
-			return err
-		}
-		k.install(nil)
+		err = lease.Permanent(err)
+		k.releaseUnused(ctx, h)
 	}
+	if ctx.Err() == nil {
+		k.setLastErr(err)
+	}
+	return time.Time{}, err
 }
 
-// claimRetrying claims until it succeeds or ctx ends (nil generator, nil
-// error). Before the first claim, a permanent error ends it.
-func (k *Keeper) claimRetrying(ctx context.Context) (*snowflake.Generator, Holder, time.Duration, error) {
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		g, h, every, err := k.claim(ctx)
-		if err == nil {
-			k.report("", time.Time{})
-			return g, h, every, nil
-		}
-		if ctx.Err() != nil {
-			return nil, nil, 0, nil
-		}
-		var perm *PermanentError
-		if errors.As(err, &perm) && !k.everClaimed() {
-			k.setLastErr(err)
-			return nil, nil, 0, err
-		}
-		if k.setLastErr(err) {
-			k.log.Warn("claiming a worker ID failed; retrying until it succeeds", "err", err, "retry_in", backoff)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, 0, nil
-		case <-t.C:
-		}
+// Renew renews the hold, recording the generator's last millisecond
+// (after a backwards clock step it is ahead of any new deadline).
+func (o *hold) Renew(ctx context.Context) (time.Time, error) {
+	last := o.h.Last()
+	if o.serving {
+		last = o.gen.Last()
 	}
+	deadline, err := o.h.Renew(ctx, last)
+	if err != nil && !o.serving && ctx.Err() == nil {
+		o.k.setLastErr(err) // the claim's first renewal: the claim failed
+	}
+	return deadline, err
 }
 
-// claim takes a worker ID and installs a generator for it; it returns once
-// the generator may vend, with the interval at which to renew.
-func (k *Keeper) claim(ctx context.Context) (*snowflake.Generator, Holder, time.Duration, error) {
+// Serve opens the generator's window to w's deadline; the first one makes
+// the worker ID the Keeper's.
+func (o *hold) Serve(w lease.Window) error {
+	k, h := o.k, o.h
+	k.fencedAt.Store(w.Fence)
+	o.gen.Window(w.Until)
+	if o.serving {
+		return nil
+	}
+	o.serving = true
+	k.setInfo(Info{ID: h.ID(), Mode: o.mode, Where: h.Where(), PrevLast: h.Last(), Claimed: k.cfg.Clock.Now().UTC()})
+	k.setLastErr(nil) // before anyone sees the claim: Status never shows both
+	k.install(o.gen)
+	k.log.Info("worker ID claimed", "worker_id", h.ID(), "mode", o.mode, "where", h.Where(), "previous_last_ms", h.Last())
+	k.markClaimed()
+	return nil
+}
+
+// Shut stops the generator, keeping its last millisecond for the release.
+func (o *hold) Shut() {
+	o.last, o.shut, o.serving = o.gen.Revoke(), true, false
+	o.k.install(nil)
+}
+
+// Release frees the worker ID, recording the last millisecond its
+// generator used (none, when it never vended: what the claim found).
+func (o *hold) Release(ctx context.Context) error {
+	last := o.h.Last()
+	if o.shut {
+		last = o.last
+	}
+	if err := o.h.Release(ctx, last); err != nil {
+		return fmt.Errorf("release worker ID %d: %w", o.h.ID(), err)
+	}
+	if o.shut {
+		o.k.log.Info("worker ID released", "worker_id", o.h.ID(), "last_ms", last)
+	}
+	return nil
+}
+
+func (o *hold) LogArgs() []any {
+	if o.h == nil {
+		return nil
+	}
+	return []any{"worker_id", o.h.ID()}
+}
+
+// claim takes a worker ID, through the static worker ID's file too when
+// one is set.
+func (k *Keeper) claim(ctx context.Context) (Holder, string, error) {
 	clock := k.cfg.Generator.Clock
-	var h Holder
-	mode := "kv-lease"
-	if s := k.cfg.Static; s != nil {
-		mode = "static"
-		fh, err := OpenFile(s.File, s.ID, clock, staticHorizon)
+	s := k.cfg.Static
+	if s == nil {
+		h, err := k.cfg.Claim(ctx, ClaimRequest{IDs: *k.cfg.IDs, Report: k.report})
 		if err != nil {
-			return nil, nil, 0, Permanent(err)
+			return nil, "", err
 		}
-		if err := WaitPast(ctx, clock, fh.Last(), DefaultMaxWait); err != nil {
-			return nil, nil, 0, Permanent(fmt.Errorf("static worker ID %d (timestamp file %s): %w", s.ID, s.File, err))
-		}
-		l, err := k.cfg.Claim(ctx, ClaimRequest{IDs: One(s.ID), Report: k.report})
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		h = both{fh, l}
-	} else {
-		l, err := k.cfg.Claim(ctx, ClaimRequest{IDs: *k.cfg.IDs, Report: k.report})
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		h = l
+		return h, "kv-lease", k.check(ctx, h)
 	}
+	fh, err := OpenFile(s.File, s.ID, clock, staticHorizon)
+	if err != nil {
+		return nil, "", lease.Permanent(err)
+	}
+	if err := WaitPast(ctx, clock, fh.Last(), DefaultMaxWait); err != nil {
+		return nil, "", lease.Permanent(fmt.Errorf("static worker ID %d (timestamp file %s): %w", s.ID, s.File, err))
+	}
+	l, err := k.cfg.Claim(ctx, ClaimRequest{IDs: One(s.ID), Report: k.report})
+	if err != nil {
+		return nil, "", err
+	}
+	h := both{fh, l}
+	return h, "static", k.check(ctx, h)
+}
+
+// check gives h up unless it holds what the configuration asks for.
+func (k *Keeper) check(ctx context.Context, h Holder) error {
 	if err := held(h, k.cfg); err != nil {
 		k.releaseUnused(ctx, h)
-		return nil, nil, 0, Permanent(err)
+		return lease.Permanent(err)
 	}
 	k.report("", time.Time{})
-	settings := k.cfg.Generator
-	settings.WorkerID, settings.Last, settings.Leased = h.ID(), h.Last(), true
-	g, err := snowflake.New(settings)
-	if err != nil {
-		err = Permanent(err)
-	} else {
-		var deadline time.Time
-		renewed, fence := time.Now(), k.fence()
-		if deadline, err = h.Renew(ctx, h.Last()); err == nil {
-			k.fencedAt.Store(fence)
-			g.Window(deadline)
-			k.deadline.Store(deadline.UnixNano())
-			k.setInfo(Info{ID: h.ID(), Mode: mode, Where: h.Where(), PrevLast: h.Last(), Claimed: time.Now().UTC()})
-			k.setLastErr(nil) // before anyone sees the claim: Status never shows both
-			k.install(g)
-			k.log.Info("worker ID claimed", "worker_id", h.ID(), "mode", mode, "where", h.Where(), "previous_last_ms", h.Last())
-			k.markClaimed()
-			return g, h, renewInterval(deadline.Sub(renewed)), nil
-		}
-	}
-	k.releaseUnused(ctx, h)
-	return nil, nil, 0, err
+	return nil
 }
 
 // held checks that the holder holds the worker ID the configuration asks
@@ -361,84 +410,14 @@ func held(h Holder, c Config) error {
 	return nil
 }
 
-// release frees a worker ID whose hold is of no use, for someone else.
+// releaseUnused frees a worker ID whose hold is of no use, for someone
+// else.
 func (k *Keeper) releaseUnused(ctx context.Context, h Holder) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
 	if err := h.Release(rctx, h.Last()); err != nil {
 		k.log.Warn("releasing a worker ID after a failed start", "worker_id", h.ID(), "err", err)
 	}
-}
-
-// renewInterval renews three times per hold: a renewal may fail twice and
-// the third still lands before the deadline.
-func renewInterval(hold time.Duration) time.Duration {
-	return max(hold/3, time.Millisecond)
-}
-
-// keep renews h every interval and opens g's window to each new deadline,
-// until ctx ends (then it revokes g, releases h and returns the release's
-// error) or the hold is lost (then it revokes g and returns the error). A
-// failed renewal is retried every interval/4; meanwhile g stops by itself
-// at the last deadline.
-func (k *Keeper) keep(ctx context.Context, g *snowflake.Generator, h Holder, interval time.Duration) error {
-	failing := false
-	var calm time.Time // pokes before this wait for the timer: renewals are failing
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return k.release(ctx, g, h)
-		case <-t.C:
-		case <-k.renewNow:
-			if time.Now().Before(calm) {
-				continue
-			}
-		}
-		fence := k.fence()
-		deadline, err := h.Renew(ctx, g.Last())
-		switch {
-		case err == nil:
-			k.fencedAt.Store(fence)
-			g.Window(deadline)
-			k.renewals.Add(1)
-			k.deadline.Store(deadline.UnixNano())
-			if failing {
-				k.log.Info("worker ID lease renewed again", "worker_id", h.ID())
-				failing = false
-			}
-			t.Reset(interval)
-		case errors.Is(err, ErrLeaseLost):
-			k.failures.Add(1)
-			g.Revoke()
-			k.log.Error("worker ID lease lost: vending stopped", "worker_id", h.ID(), "err", err)
-			return err
-		case ctx.Err() != nil:
-			t.Reset(0)
-		default:
-			k.failures.Add(1)
-			if !failing {
-				k.log.Warn("worker ID lease renewal failed; retrying (vending stops at the lease deadline)",
-					"worker_id", h.ID(), "err", err)
-				failing = true
-			}
-			calm = time.Now().Add(min(interval/4, time.Second))
-			t.Reset(interval / 4)
-		}
-	}
-}
-
-// release stops g and frees h, recording the last millisecond g used.
-func (k *Keeper) release(ctx context.Context, g *snowflake.Generator, h Holder) error {
-	last := g.Revoke()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if err := h.Release(rctx, last); err != nil {
-		return fmt.Errorf("release worker ID %d: %w", h.ID(), err)
-	}
-	k.log.Info("worker ID released", "worker_id", h.ID(), "last_ms", last)
-	return nil
 }
 
 // install replaces the generator (nil: none), keeping the old one's clock
@@ -537,17 +516,16 @@ type Status struct {
 func (k *Keeper) Status() Status {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	ls := k.drv.Status()
 	s := Status{
 		Info:            k.info,
-		Renewals:        k.renewals.Load(),
-		RenewalFailures: k.failures.Load(),
+		Deadline:        ls.Deadline,
+		Renewals:        ls.Renewals,
+		RenewalFailures: ls.Failures,
 		Clock:           k.clockBase,
 		LastError:       k.lastErr,
 		Waiting:         k.waiting,
 		WaitingUntil:    k.until,
-	}
-	if ns := k.deadline.Load(); ns != 0 {
-		s.Deadline = time.Unix(0, ns)
 	}
 	if g := k.gen.Load(); g != nil {
 		s.Held = true

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
@@ -205,7 +206,7 @@ func TestKeeperClaimsAgainAfterALostLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.fail(ErrLeaseLost)
+	first.fail(lease.ErrLost)
 	waitFor(t, "IDs from the second worker ID", func() bool {
 		ids, err := k.NextN(nil, 1)
 		return err == nil && workerOf(ids[0]) == 2
@@ -234,7 +235,7 @@ func TestKeeperRetriesTransientClaimErrors(t *testing.T) {
 }
 
 func TestKeeperGivesUpOnAPermanentError(t *testing.T) {
-	c := &claims{errs: []error{Permanent(errors.New("every worker ID is held"))}}
+	c := &claims{errs: []error{lease.Permanent(errors.New("every worker ID is held"))}}
 	k := open(t, Config{Claim: c.claim})
 	select {
 	case <-k.Done():
@@ -357,8 +358,8 @@ func TestBothRenewsEachAndTakesTheEarlierDeadline(t *testing.T) {
 	if _, released := other.state(); len(released) != 1 {
 		t.Fatalf("released %v, want each holder released", released)
 	}
-	other.fail(ErrLeaseLost)
-	if _, err := hs.Renew(context.Background(), 0); !errors.Is(err, ErrLeaseLost) {
+	other.fail(lease.ErrLost)
+	if _, err := hs.Renew(context.Background(), 0); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew with one holder lost: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/internal/backoff"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
@@ -85,21 +86,25 @@ func jetStreamDenied(err error) bool {
 
 func retrying(ctx context.Context, log *slog.Logger, starting func(string, error), what string, budget time.Duration, f func() error) error {
 	deadline := time.Now().Add(budget)
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+	for {
 		starting(what, nil)
 		err := f()
+		wait := b.Next()
 		switch {
 		case err == nil:
 			return nil
-		case permanent(err), ctx.Err() != nil, !transient(err) && time.Now().Add(backoff).After(deadline):
+		case permanent(err), ctx.Err() != nil, !transient(err) && time.Now().Add(wait).After(deadline):
 			return err
 		}
 		starting(what, err)
-		log.Warn("start-up step failed; retrying", "step", what, "err", err, "retry_in", backoff)
+		log.Warn("start-up step failed; retrying", "step", what, "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-time.After(backoff):
+		case <-t.C:
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/lease"
+	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/strict"
 )
 
@@ -32,13 +34,14 @@ func (st *strictTags) Close(ctx context.Context) error {
 }
 
 // openStrict serves the strict tags of alloc: leases in the leaders bucket
-// of js, requests forwarded to the leader over nc (the service's
-// connection), which the lead is fenced on, and served past fc's gate.
-func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, fc strict.ForwarderConfig) (*strictTags, error) {
+// of js, with deadlines on clock, requests forwarded to the leader over nc
+// (the service's connection), which the lead is fenced on, and served past
+// fc's gate.
+func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, fc strict.ForwarderConfig, clock snowflake.Clock) (*strictTags, error) {
 	cfg, log, nc, alloc := v.cfg, v.log, v.svcConn, v.alloc
 	var leaders *kv.Leaders
 	if err := v.retry(ctx, "open the strict tags' leaders bucket", func() (err error) {
-		leaders, err = kv.OpenLeaders(ctx, js, cfg.StrictLeaseTTL, cfg.KVReplicas, instanceName())
+		leaders, err = kv.OpenLeaders(ctx, js, kv.LeadersConfig{TTL: cfg.StrictLeaseTTL, Replicas: cfg.KVReplicas, Holder: instanceName(), Clock: clock})
 		return err
 	}); err != nil {
 		return nil, err
@@ -50,7 +53,7 @@ func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, fc stri
 	if err != nil {
 		return nil, err
 	}
-	sc := strict.Config{Source: alloc, Leases: leaders, Transport: f, Logger: log}
+	sc := strict.Config{Source: alloc, Leases: leaders, Transport: f, Clock: lease.Timers(clock), Logger: log}
 	if nc.ConnectedClusterName() == "" { // as the worker-ID keeper's fence
 		sc.Fence = reconnects{nc}
 	}

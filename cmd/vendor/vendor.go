@@ -123,7 +123,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if err := v.openAllocator(ctx, js, replies); err != nil {
 		return err
 	}
-	if v.strict, err = v.openStrict(ctx, js, v.forwarderConfig()); err != nil {
+	if v.strict, err = v.openStrict(ctx, js, v.forwarderConfig(), clock); err != nil {
 		return err
 	}
 	v.segs = strict.NewSegments(v.alloc, v.strict.Leaders, v.guard)
