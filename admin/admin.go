@@ -50,6 +50,8 @@ type Env struct {
 	LeaseTTL, MaxSkew time.Duration
 	// Self names who runs the command, in the contract's history.
 	Self string
+	// Region is LEAF_REGION: its buckets are the region's (kv.RegionNames).
+	Region string
 }
 
 // StoreKind is the kind of segment store env names.
@@ -75,7 +77,7 @@ var ErrNoStore = errors.New("no store")
 // JetStream KV bucket of js when it is empty, which it creates (with
 // replicas copies) when missing only if create: a KV store the cluster
 // contract names is never created again empty. close releases it.
-func OpenStore(ctx context.Context, postgresURL string, replicas int, js jetstream.JetStream, create bool) (st segment.AdminStore, close func(), err error) {
+func OpenStore(ctx context.Context, postgresURL string, replicas int, js kv.JS, create bool) (st segment.AdminStore, close func(), err error) {
 	if postgresURL != "" {
 		pg, err := pgstore.Open(postgresURL)
 		if err != nil {
@@ -99,7 +101,7 @@ func OpenStore(ctx context.Context, postgresURL string, replicas int, js jetstre
 type Admin struct {
 	env   Env
 	nc    *nats.Conn
-	js    jetstream.JetStream
+	js    kv.JS
 	where string // the NATS, for messages
 
 	stopServer func()
@@ -138,11 +140,22 @@ func Open(env Env, create bool, hint func(error) string) (*Admin, error) {
 		a.stopServer()
 		return nil, fmt.Errorf("connect to %s: %w%s", a.where, err, hint(err))
 	}
-	if a.js, err = jetstream.New(a.nc); err != nil {
+	js, err := jetstream.New(a.nc)
+	if err != nil {
 		a.Close()
 		return nil, err
 	}
+	a.js = kv.JS{JetStream: js, Names: envNames(env, a.nc)}
 	return a, nil
+}
+
+// envNames are the buckets of env's region, placed in the NATS cluster nc
+// is connected to, or the plain ones.
+func envNames(env Env, nc *nats.Conn) kv.Names {
+	if env.Region != "" {
+		return kv.RegionNames(env.Region, nc.ConnectedClusterName())
+	}
+	return kv.PlainNames()
 }
 
 // embedded returns the URL of the embedded store env names, where it is
@@ -200,7 +213,7 @@ func vendorAt(env Env) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := js.KeyValue(ctx, kv.ClusterBucket); err != nil {
+	if _, err := js.KeyValue(ctx, envNames(env, nc).Cluster); err != nil {
 		return ""
 	}
 	return url
@@ -234,7 +247,7 @@ func (a *Admin) Store(ctx context.Context, create bool) (segment.AdminStore, str
 	if err != nil {
 		return nil, "", nil, err
 	}
-	where := "KV bucket " + kv.SegmentBucket + " of " + a.where
+	where := "KV bucket " + a.js.Segments + " of " + a.where
 	if a.env.StoreKind() == cluster.KindPostgres {
 		where = "Postgres"
 	}
@@ -259,7 +272,7 @@ func (a *Admin) Store(ctx context.Context, create bool) (segment.AdminStore, str
 			fix = "leave LEAF_POSTGRES_URL empty, as the vendors have it"
 		}
 		return nil, "", nil, fmt.Errorf("this command's segment store (%s, %s) is not the cluster's (%s, per the contract in KV bucket %s): %s, or move the cluster's segments first (vendor cluster move-segments)",
-			name, where, rec.Segments, kv.ClusterBucket, fix)
+			name, where, rec.Segments, a.js.Cluster, fix)
 	}
 	return st, where, closeStore, nil
 }
@@ -272,7 +285,7 @@ func OpenTags(ctx context.Context, env Env, create bool, hint func(error) string
 	if errors.Is(err, ErrNoStore) && env.StoreKind() == cluster.KindPostgres {
 		// No NATS to read a contract from: no vendor has run here. Say
 		// so, since nothing checked that this is the cluster's database.
-		st, closeStore, err := OpenStore(ctx, env.PostgresURL, 0, nil, false)
+		st, closeStore, err := OpenStore(ctx, env.PostgresURL, 0, kv.JS{}, false)
 		return st, "Postgres (not checked against a cluster contract: LEAF_NATS_URL is unset and " + env.StoreDir +
 			" holds no vendor's store; set LEAF_NATS_URL as the vendors have it to check)", closeStore, err
 	}

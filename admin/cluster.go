@@ -9,8 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
@@ -30,7 +28,7 @@ func (a *Admin) Show(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "cluster contract on %s (KV bucket %s, revision %d):\n", a.where, kv.ClusterBucket, rev)
+	fmt.Fprintf(tw, "cluster contract on %s (KV bucket %s, revision %d):\n", a.where, a.js.Cluster, rev)
 	fmt.Fprintf(tw, "  epoch\t%d (%s)\n", rec.Epoch, time.UnixMilli(rec.Epoch).UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(tw, "  layout\t%s\n", layoutLine(rec.Layout))
 	fmt.Fprintf(tw, "  worker IDs\t%s\n", rec.WorkerIDs)
@@ -40,7 +38,7 @@ func (a *Admin) Show(ctx context.Context, w io.Writer) error {
 		fmt.Fprintf(tw, "  why\t%s\n", rec.Why)
 	}
 	if ttl, err := leaseTTL(ctx, a.js); err == nil {
-		fmt.Fprintf(tw, "  lease TTL\t%v (bucket %s; the longest any vendor may hold: %v)\n", ttl, kv.WorkersBucket, rec.LeaseTTL)
+		fmt.Fprintf(tw, "  lease TTL\t%v (bucket %s; the longest any vendor may hold: %v)\n", ttl, a.js.Workers, rec.LeaseTTL)
 	}
 	if end, err := timeRunsOut(rec.Epoch, rec.Layout); err == nil {
 		fmt.Fprintf(tw, "  time bits run out\t%s\n", end.Format(time.DateOnly))
@@ -94,8 +92,8 @@ func layoutLine(layout string) string {
 	return fmt.Sprintf("%s (LEAF_SNOWFLAKE_LAYOUT=%s: %d worker IDs, %d IDs per ms each)", layout, l.Name(), l.MaxWorkerID()+1, l.MaxSequence()+1)
 }
 
-func leaseTTL(ctx context.Context, js jetstream.JetStream) (time.Duration, error) {
-	s, err := js.Stream(ctx, "KV_"+kv.WorkersBucket)
+func leaseTTL(ctx context.Context, js kv.JS) (time.Duration, error) {
+	s, err := js.Stream(ctx, "KV_"+js.Workers)
 	if err != nil {
 		return 0, err
 	}
@@ -281,9 +279,9 @@ func (a *Admin) SetTerms(ctx context.Context, epoch int64, workerIDs, why string
 // timestamp is recorded up to its deadline, which the next holder waits
 // past.
 func (a *Admin) SetLeaseTTL(ctx context.Context, ttl time.Duration, w io.Writer) error {
-	s, err := a.js.Stream(ctx, "KV_"+kv.WorkersBucket)
+	s, err := a.js.Stream(ctx, "KV_"+a.js.Workers)
 	if err != nil {
-		return fmt.Errorf("bucket %s on %s: %w", kv.WorkersBucket, a.where, err)
+		return fmt.Errorf("bucket %s on %s: %w", a.js.Workers, a.where, err)
 	}
 	sc := s.CachedInfo().Config
 	was := sc.MaxAge
@@ -300,9 +298,9 @@ func (a *Admin) SetLeaseTTL(ctx context.Context, ttl time.Duration, w io.Writer)
 		}
 	}
 	if _, err := a.js.UpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("change the TTL of bucket %s: %w", kv.WorkersBucket, err)
+		return fmt.Errorf("change the TTL of bucket %s: %w", a.js.Workers, err)
 	}
 	fmt.Fprintf(w, "lease TTL of bucket %s: %v -> %v; vendors take it up at their next claim (a restart), and should set LEAF_WORKER_LEASE_TTL=%v too\n",
-		kv.WorkersBucket, was, ttl, ttl)
+		a.js.Workers, was, ttl, ttl)
 	return nil
 }

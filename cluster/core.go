@@ -214,7 +214,7 @@ func (c *Core) store(o Observation, d *Decision) (string, error) {
 	case s.Refused && c.checked.IsZero():
 		return "", s.Err // a setting to change, before this vendor served anything
 	case s.Gone:
-		return "", StoreLost(c.want.Segments, s.Err)
+		return "", StoreLost(c.want.Segments, kv.NamesOf(c.want.Region).Segments, s.Err)
 	default:
 		d.note(fmt.Sprintf("could not read the segment store's identity: %v", s.Err))
 		return "", nil
@@ -232,21 +232,22 @@ func (c *Core) store(o Observation, d *Decision) (string, error) {
 // storeHint says what most likely changed the store under a vendor.
 func (c *Core) storeHint() string {
 	if c.kind == KindKV {
-		return "was KV bucket " + kv.SegmentBucket + " deleted and created again, or restored from a backup?"
+		return "was KV bucket " + kv.NamesOf(c.want.Region).Segments + " deleted and created again, or restored from a backup?"
 	}
 	return "does LEAF_POSTGRES_URL now point at another database, or a restored copy of it?"
 }
 
 // StoreLost is the error of a KV segment store whose bucket is gone: its
 // tags and their max_id went with it, and creating it again would start
-// them over. name is the store as the contract names it, "" when unknown.
-func StoreLost(name string, cause error) error {
+// them over. name is the store as the contract names it, "" when unknown;
+// bucket the store's bucket.
+func StoreLost(name, bucket string, cause error) error {
 	if name == "" {
-		name = "in KV bucket " + kv.SegmentBucket
+		name = "in KV bucket " + bucket
 	}
 	return fmt.Errorf("%w: the segment store %s is gone (KV bucket %s deleted, or the NATS store lost its JetStream state: %v); its tags and their max_id went with it. "+
 		"Restore the bucket, or record a new store with vendor cluster move-segments -lost, then add the tags again above the IDs they handed out (vendor tags add <tag> -start N)",
-		segment.ErrUnavailable, name, kv.SegmentBucket, cause)
+		segment.ErrUnavailable, name, bucket, cause)
 }
 
 // contract reads the recorded contract, or decides to record it: ok when
@@ -317,7 +318,7 @@ func (c *Core) logWrite(rec kv.Contract, d *Decision) {
 	case !c.checked.IsZero():
 		level, msg = slog.LevelWarn, "cluster contract missing (deleted, or the NATS store lost its JetStream state): recorded it again from this vendor's"
 	}
-	d.Logs = append(d.Logs, Log{Level: level, Msg: msg, Args: []any{"bucket", kv.ClusterBucket, "epoch", rec.Epoch, "layout", rec.Layout,
+	d.Logs = append(d.Logs, Log{Level: level, Msg: msg, Args: []any{"bucket", kv.NamesOf(c.want.Region).Cluster, "epoch", rec.Epoch, "layout", rec.Layout,
 		"worker_ids", rec.WorkerIDs, "segments", rec.Segments}})
 }
 

@@ -46,7 +46,7 @@ type Config struct {
 	MaxSkew time.Duration
 	// JS is the vendor's JetStream (leases, contract), Contracts the
 	// contract's bucket, Store the segment store.
-	JS        jetstream.JetStream
+	JS        kv.JS
 	Contracts *kv.Contracts
 	Store     segment.AdminStore
 	// Conn is the service's connection, on which the vendors ask each
@@ -220,7 +220,7 @@ func (g *Guard) observe(ctx context.Context) Observation {
 	info, err := g.cfg.Store.Info(ctx)
 	o.Store = StoreReading{Info: info, Err: err, Refused: errors.Is(err, segment.ErrRefused)}
 	if err != nil && g.cfg.Kind == KindKV {
-		if _, berr := g.cfg.JS.KeyValue(ctx, kv.SegmentBucket); errors.Is(berr, jetstream.ErrBucketNotFound) {
+		if _, berr := g.cfg.JS.KeyValue(ctx, g.cfg.JS.Segments); errors.Is(berr, jetstream.ErrBucketNotFound) {
 			o.Store.Gone = true
 		}
 	}

@@ -39,11 +39,11 @@ func TestGuardSeesItsPeers(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
-	contracts, err := kv.OpenContracts(ctx, js, 1)
+	contracts, err := kv.OpenContracts(ctx, kv.Plain(js), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := kv.NewSegmentStore(ctx, js, 1)
+	store, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		g, err := Open(ctx, Config{
 			Terms: want, Kind: KindKV, Self: name,
 			Lease:   kv.LeaseConfig{TTL: time.Second, Holder: name},
-			MaxSkew: time.Second, JS: js, Contracts: contracts, Store: store,
+			MaxSkew: time.Second, JS: kv.Plain(js), Contracts: contracts, Store: store,
 			Conn: natstest.Conn(t, s), Prefix: "leaf", Replies: vending.NewReplies(nil, nil),
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		})

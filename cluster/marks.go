@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
@@ -77,7 +76,7 @@ type PeerMarksConfig struct {
 	// Notify, when set, sends the notes of IDs given back (Lower), which
 	// happens after Conn is drained at a stop; Conn when nil.
 	Notify  *nats.Conn
-	JS      jetstream.JetStream
+	JS      kv.JS
 	Prefix  string
 	Self    string
 	Replies *vending.Replies

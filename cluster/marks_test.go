@@ -25,7 +25,7 @@ func TestPeerMarks(t *testing.T) {
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
 	hold := func(name string, id int) {
-		l, err := kv.Claim(ctx, js, kv.LeaseConfig{TTL: 3 * time.Second, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
+		l, err := kv.Claim(ctx, kv.Plain(js), kv.LeaseConfig{TTL: 3 * time.Second, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func TestPeerMarks(t *testing.T) {
 	}
 	var fence atomic.Uint64
 	open := func(name string, trust time.Duration) *PeerMarks {
-		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: js, Prefix: "leaf", Self: name,
+		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
 			Replies: vending.NewReplies(nil, nil), Fence: fence.Load, TrustAfter: trust, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
 	open := func(name string) *PeerMarks {
-		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: js, Prefix: "leaf", Self: name,
+		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
 			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +104,7 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 		t.Fatalf("c lowered its own higher mark to %d", got)
 	}
 
-	marks, err := kv.OpenMarks(ctx, js, 1)
+	marks, err := kv.OpenMarks(ctx, kv.Plain(js), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

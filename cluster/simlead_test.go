@@ -154,7 +154,7 @@ var _ lease.Lessee = (*simLeadHold)(nil)
 func (h *simLeadHold) Claim(ctx context.Context) (time.Time, error) {
 	v, w := h.v, h.v.w
 	if v.leaders == nil {
-		ls, err := kv.OpenLeaders(ctx, w.js, kv.LeadersConfig{TTL: w.rates.leadTTL, Holder: v.name, Clock: simLeadClock{v}})
+		ls, err := kv.OpenLeaders(ctx, kv.Plain(w.js), kv.LeadersConfig{TTL: w.rates.leadTTL, Holder: v.name, Clock: simLeadClock{v}})
 		if err != nil {
 			return time.Time{}, err
 		}

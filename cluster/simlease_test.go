@@ -1333,7 +1333,7 @@ func (w *simWorld) claimFailed(v *simVendor, err error) error {
 // the live peers', as Guard.sampleClocks measures them.
 func (w *simWorld) samples(v *simVendor) ([]ClockSample, []Peer) {
 	var samples []ClockSample
-	if offset, rtt, err := kv.ServerClock(context.Background(), w.js, v); err == nil {
+	if offset, rtt, err := kv.ServerClock(context.Background(), kv.Plain(w.js), v); err == nil {
 		samples = append(samples, ClockSample{"the NATS server", offset, rtt})
 	}
 	peers := w.peers(v)
@@ -1359,7 +1359,7 @@ func (w *simWorld) scan(v *simVendor, lc kv.LeaseConfig) (*kv.Lease, error) {
 		one := workerid.One(id)
 		c := lc
 		c.IDs = &one
-		l, cerr := kv.Claim(context.Background(), w.js, c)
+		l, cerr := kv.Claim(context.Background(), kv.Plain(w.js), c)
 		switch {
 		case cerr == nil:
 			return l, nil

@@ -57,10 +57,10 @@ func (e *MismatchError) Error() string {
 	const fix = "\n(vendor cluster show prints the contract; vendor cluster -h lists how to change it)"
 	if e.Rerecorded {
 		return fmt.Sprintf("the cluster contract in KV bucket %s was lost and recorded again by %s at %s, with settings that differ from the ones this vendor vended by; one of the two vendors is misconfigured, and this one stops so that IDs cannot repeat:%s"+fix,
-			kv.ClusterBucket, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
+			kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
 	}
 	return fmt.Sprintf("this vendor's settings differ from the cluster contract in KV bucket %s (recorded by %s at %s); vendors sharing a NATS cluster must agree on it, or IDs repeat:%s"+fix,
-		kv.ClusterBucket, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
+		kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
 }
 
 // Terms lists each differing term, both values and the fix, a line each.
@@ -68,7 +68,7 @@ func (e *MismatchError) Terms() string {
 	var b strings.Builder
 	layout := slices.ContainsFunc(e.Diffs, func(d kv.Difference) bool { return d.Term == "layout" })
 	for _, d := range e.Diffs {
-		fix := fixOf(d)
+		fix := fixOf(d, kv.NamesOf(e.Recorded.Region))
 		if layout && d.Term == "worker IDs" {
 			// The cluster's worker IDs cannot be changed to ones of
 			// another layout: this vendor follows the cluster's.
@@ -80,7 +80,7 @@ func (e *MismatchError) Terms() string {
 }
 
 // fixOf says what to set for a term.
-func fixOf(d kv.Difference) string {
+func fixOf(d kv.Difference, names kv.Names) string {
 	switch d.Term {
 	case "epoch":
 		return "set LEAF_EPOCH=" + d.Recorded
@@ -96,7 +96,7 @@ func fixOf(d kv.Difference) string {
 		if kind == KindPostgres {
 			return "set LEAF_POSTGRES_URL to the cluster's database, or move the cluster's segments to this vendor's store with: vendor cluster move-segments"
 		}
-		return "leave LEAF_POSTGRES_URL empty (the cluster's segments are in KV bucket " + kv.SegmentBucket + "), or move them to this vendor's store with: vendor cluster move-segments"
+		return "leave LEAF_POSTGRES_URL empty (the cluster's segments are in KV bucket " + names.Segments + "), or move them to this vendor's store with: vendor cluster move-segments"
 	case "region":
 		return regionFix(d)
 	}

@@ -28,14 +28,14 @@ func BenchmarkSegmentLoad(b *testing.B) {
 		})
 		js := natstest.JetStream(b, s)
 		ctx := context.Background()
-		store, err := kv.NewSegmentStore(ctx, js, 1)
+		store, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := store.Create(ctx, segment.Row{Tag: "bench", MaxID: 1, Step: 1000}); err != nil {
 			b.Fatal(err)
 		}
-		marks, err := kv.OpenMarks(ctx, js, 1)
+		marks, err := kv.OpenMarks(ctx, kv.Plain(js), 1)
 		if err != nil {
 			b.Fatal(err)
 		}

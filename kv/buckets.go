@@ -25,37 +25,37 @@ const (
 // workerBuckets opens both worker-ID buckets, creating them when missing,
 // and returns them with the lease bucket's TTL (the one the server expires
 // keys by).
-func workerBuckets(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (leases, clocks jetstream.KeyValue, ttl time.Duration, err error) {
+func workerBuckets(ctx context.Context, js JS, c LeaseConfig) (leases, clocks jetstream.KeyValue, ttl time.Duration, err error) {
 	leases, err = openOrCreateSequenced(ctx, js, jetstream.KeyValueConfig{
-		Bucket: WorkersBucket, Description: "leaf-nats worker-ID leases",
-		History: 1, TTL: c.TTL, Replicas: c.Replicas, Storage: jetstream.FileStorage,
+		Bucket: js.Workers, Description: "leaf-nats worker-ID leases",
+		History: 1, TTL: c.TTL, Replicas: c.Replicas, Storage: jetstream.FileStorage, Placement: js.Placement,
 	})
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	clocks, err = openOrCreateSequenced(ctx, js, jetstream.KeyValueConfig{
-		Bucket: ClocksBucket, Description: "leaf-nats worker-ID last timestamps",
-		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage,
+		Bucket: js.Clocks, Description: "leaf-nats worker-ID last timestamps",
+		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage, Placement: js.Placement,
 	})
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	// A timestamp the server may drop would let the next holder repeat IDs.
-	stream, err := js.Stream(ctx, "KV_"+ClocksBucket)
+	stream, err := js.Stream(ctx, streamOf(js.Clocks))
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
+		return nil, nil, 0, fmt.Errorf("kv: stream of %s: %w", js.Clocks, err)
 	}
 	if sc := stream.CachedInfo().Config; sc.MaxAge > 0 || sc.MaxBytes > 0 || sc.MaxMsgs > 0 {
 		return nil, nil, 0, fmt.Errorf("kv: bucket %s has a TTL or size limit (max age %v, bytes %d, messages %d), so worker IDs' last timestamps could be dropped and IDs repeated; recreate it without limits",
-			ClocksBucket, sc.MaxAge, sc.MaxBytes, sc.MaxMsgs)
+			js.Clocks, sc.MaxAge, sc.MaxBytes, sc.MaxMsgs)
 	}
 	st, err := leases.Status(ctx)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("kv: status of %s: %w", WorkersBucket, err)
+		return nil, nil, 0, fmt.Errorf("kv: status of %s: %w", js.Workers, err)
 	}
 	if ttl = st.TTL(); ttl <= 0 {
 		return nil, nil, 0, fmt.Errorf("kv: bucket %s has no TTL, so dead workers' IDs would never be freed; delete it (nats kv del %s) and restart",
-			WorkersBucket, WorkersBucket)
+			js.Workers, js.Workers)
 	}
 	return leases, clocks, ttl, nil
 }
@@ -156,11 +156,11 @@ func bucketGone(err error) bool {
 // ServerClock measures how far the NATS server's clock is ahead of clock:
 // the server time in a stream info reply of the cluster contract's bucket,
 // less the middle of the round trip. rtt bounds the error of offset.
-func ServerClock(ctx context.Context, js jetstream.JetStream, clock snowflake.Clock) (offset, rtt time.Duration, err error) {
+func ServerClock(ctx context.Context, js JS, clock snowflake.Clock) (offset, rtt time.Duration, err error) {
 	if clock == nil {
 		clock = snowflake.SystemClock{}
 	}
-	stream, err := js.Stream(ctx, "KV_"+ClusterBucket)
+	stream, err := js.Stream(ctx, streamOf(js.Cluster))
 	if err != nil {
 		return 0, 0, fmt.Errorf("kv: server clock: %w", err)
 	}

@@ -168,7 +168,7 @@ func leaseOwner(v []byte) string {
 // It starts at a random ID so that concurrent claimants rarely collide. A
 // first pass takes only IDs whose last timestamp the clock has passed; a
 // second one waits (up to MaxWait) for one it has not.
-func Claim(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*Lease, error) {
+func Claim(ctx context.Context, js JS, c LeaseConfig) (*Lease, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func (cl *claimer) scan(ctx context.Context, taken map[int]bool) (*Lease, error)
 		return nil, fmt.Errorf("kv: no worker ID in %s can be claimed; the last one passed over: %w", ids, passed)
 	}
 	return nil, fmt.Errorf("%w (IDs %s, bucket %s); stop some workers or wait %v for dead ones to expire",
-		ErrNoFreeWorkerID, ids, WorkersBucket, cl.ttl)
+		ErrNoFreeWorkerID, ids, cl.bucket, cl.ttl)
 }
 
 // allHeld says whether every one of ids is held now, as far as a listing
@@ -264,27 +264,28 @@ type claimer struct {
 	fresh          time.Duration // until the clocks bucket is a TTL old (and ClockAhead), by the server
 	value          []byte
 	where          string // the leases bucket and its JetStream
+	bucket         string // the leases bucket
 }
 
-func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*claimer, error) {
+func newClaimer(ctx context.Context, js JS, c LeaseConfig) (*claimer, error) {
 	leases, clocks, ttl, err := workerBuckets(ctx, js, c)
 	if err != nil {
 		return nil, err
 	}
-	stream, err := js.Stream(ctx, "KV_"+ClocksBucket)
+	stream, err := js.Stream(ctx, streamOf(js.Clocks))
 	if err != nil {
-		return nil, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
+		return nil, fmt.Errorf("kv: stream of %s: %w", js.Clocks, err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kv: stream of %s: %w", ClocksBucket, err)
+		return nil, fmt.Errorf("kv: stream of %s: %w", js.Clocks, err)
 	}
 	now := info.TimeStamp
 	if now.IsZero() { // a server before 2.10: assume the bucket is new
 		now = info.Created
 	}
 	value, _ := json.Marshal(leaseValue{Holder: c.Holder, Claimed: c.Clock.Now().UTC(), Token: crand.Text()})
-	where := WorkersBucket
+	where := js.Workers
 	if st, err := leases.Status(ctx); err == nil {
 		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
 			// The stream's creation tells one JetStream from another (a
@@ -293,7 +294,7 @@ func newClaimer(ctx context.Context, js jetstream.JetStream, c LeaseConfig) (*cl
 		}
 	}
 	return &claimer{
-		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value, where: where,
+		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value, where: where, bucket: js.Workers,
 		fresh: info.Created.Add(max(ttl, c.LongestLease) + c.ClockAhead).Sub(now),
 	}, nil
 }
@@ -323,13 +324,13 @@ func heldIDs(ctx context.Context, leases jetstream.KeyValue) (map[int]bool, erro
 // HeldWorkerIDs returns the worker IDs whose leases are held, as far as a
 // listing bounded to a few seconds finds them; none when the bucket does
 // not exist.
-func HeldWorkerIDs(ctx context.Context, js jetstream.JetStream) (map[int]bool, error) {
-	leases, err := js.KeyValue(ctx, WorkersBucket)
+func HeldWorkerIDs(ctx context.Context, js JS) (map[int]bool, error) {
+	leases, err := js.KeyValue(ctx, js.Workers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return map[int]bool{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", WorkersBucket, err)
+		return nil, fmt.Errorf("kv: open bucket %s: %w", js.Workers, err)
 	}
 	return heldIDs(ctx, leases)
 }
@@ -394,7 +395,7 @@ func (cl *claimer) waitHeld(ctx context.Context, id int) (*Lease, error) {
 		if v, err := decodeLeaseValue(e.Value()); err == nil {
 			who = fmt.Sprintf("%q, claimed %s, %s", v.Holder, v.Claimed.Format(time.RFC3339), who)
 		} else {
-			who = corrupt(WorkersBucket, leaseKey(id), e.Revision(), e.Value(), err, "").Error() + ", " + who
+			who = corrupt(cl.bucket, leaseKey(id), e.Revision(), e.Value(), err, "").Error() + ", " + who
 		}
 		switch {
 		case seen == 0:

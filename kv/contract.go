@@ -78,14 +78,14 @@ func (c Contract) Diff(wanted Contract) []Difference {
 
 // Contracts is the bucket of the cluster contract.
 type Contracts struct {
-	js       jetstream.JetStream
+	js       JS
 	replicas int
 	kv       jetstream.KeyValue
 }
 
 // OpenContracts opens the contract bucket, creating it with replicas copies
 // when it is missing.
-func OpenContracts(ctx context.Context, js jetstream.JetStream, replicas int) (*Contracts, error) {
+func OpenContracts(ctx context.Context, js JS, replicas int) (*Contracts, error) {
 	cs := &Contracts{js: js, replicas: max(replicas, 1)}
 	if err := cs.create(ctx); err != nil {
 		return nil, err
@@ -95,20 +95,21 @@ func OpenContracts(ctx context.Context, js jetstream.JetStream, replicas int) (*
 
 // FindContracts opens the contract bucket without creating it: ErrNoContract
 // when it is missing.
-func FindContracts(ctx context.Context, js jetstream.JetStream) (*Contracts, error) {
-	kv, err := js.KeyValue(ctx, ClusterBucket)
+func FindContracts(ctx context.Context, js JS) (*Contracts, error) {
+	kv, err := js.KeyValue(ctx, js.Cluster)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, ErrNoContract
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", ClusterBucket, err)
+		return nil, fmt.Errorf("kv: open bucket %s: %w", js.Cluster, err)
 	}
 	return &Contracts{js: js, replicas: 1, kv: kv}, nil
 }
 
 func (cs *Contracts) create(ctx context.Context) error {
 	kv, err := openOrCreateSequenced(ctx, cs.js, jetstream.KeyValueConfig{
-		Bucket:      ClusterBucket,
+		Bucket:      cs.js.Cluster,
+		Placement:   cs.js.Placement,
 		Description: "leaf-nats cluster contract: epoch, layout, worker IDs, segment store",
 		History:     10,
 		Storage:     jetstream.FileStorage,
@@ -134,7 +135,7 @@ func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
 	if err != nil {
 		if _, serr := cs.kv.Status(ctx); bucketGone(serr) {
 			if cerr := cs.create(ctx); cerr != nil {
-				return Contract{}, 0, fmt.Errorf("kv: bucket %s is gone and could not be created again: %w", ClusterBucket, cerr)
+				return Contract{}, 0, fmt.Errorf("kv: bucket %s is gone and could not be created again: %w", cs.js.Cluster, cerr)
 			}
 			return Contract{}, 0, ErrNoContract
 		}
@@ -142,8 +143,8 @@ func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
 	}
 	c, err := decodeContract(e.Value())
 	if err != nil {
-		return Contract{}, e.Revision(), corrupt(ClusterBucket, contractKey, e.Revision(), e.Value(), err,
-			"A running vendor records the contract it vends by again; nats kv history "+ClusterBucket+" "+contractKey+" shows the versions before")
+		return Contract{}, e.Revision(), corrupt(cs.js.Cluster, contractKey, e.Revision(), e.Value(), err,
+			"A running vendor records the contract it vends by again; nats kv history "+cs.js.Cluster+" "+contractKey+" shows the versions before")
 	}
 	return c, e.Revision(), nil
 }

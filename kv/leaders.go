@@ -29,7 +29,7 @@ var _ strict.Lease = (*Lead)(nil)
 
 // Leaders is the bucket of strict tags' leases.
 type Leaders struct {
-	js  jetstream.JetStream
+	js  JS
 	cfg LeadersConfig
 
 	mu  sync.Mutex
@@ -52,7 +52,7 @@ type LeadersConfig struct {
 }
 
 // OpenLeaders opens the bucket, creating it when it is missing.
-func OpenLeaders(ctx context.Context, js jetstream.JetStream, c LeadersConfig) (*Leaders, error) {
+func OpenLeaders(ctx context.Context, js JS, c LeadersConfig) (*Leaders, error) {
 	if c.TTL <= 0 {
 		return nil, fmt.Errorf("kv: lead TTL %v: want a positive duration", c.TTL)
 	}
@@ -74,8 +74,8 @@ func OpenLeaders(ctx context.Context, js jetstream.JetStream, c LeadersConfig) (
 // know, serves until its deadline.
 func (ls *Leaders) open(ctx context.Context) (jetstream.KeyValue, time.Time, error) {
 	b, err := openOrCreateSequenced(ctx, ls.js, jetstream.KeyValueConfig{
-		Bucket: LeadersBucket, Description: "leaf-nats leaders of strict tags",
-		History: 1, TTL: ls.cfg.TTL, Replicas: ls.cfg.Replicas, Storage: jetstream.FileStorage,
+		Bucket: ls.js.Leaders, Description: "leaf-nats leaders of strict tags",
+		History: 1, TTL: ls.cfg.TTL, Replicas: ls.cfg.Replicas, Storage: jetstream.FileStorage, Placement: ls.js.Placement,
 	})
 	if err != nil {
 		return nil, time.Time{}, err
@@ -83,10 +83,10 @@ func (ls *Leaders) open(ctx context.Context) (jetstream.KeyValue, time.Time, err
 	asked := ls.cfg.Clock.Now()
 	st, err := b.Status(ctx)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("kv: status of %s: %w", LeadersBucket, err)
+		return nil, time.Time{}, fmt.Errorf("kv: status of %s: %w", ls.js.Leaders, err)
 	}
 	if st.TTL() <= 0 {
-		return nil, time.Time{}, fmt.Errorf("kv: bucket %s has no TTL, so a dead leader's tags would never be freed; delete it (nats kv del %s) and restart", LeadersBucket, LeadersBucket)
+		return nil, time.Time{}, fmt.Errorf("kv: bucket %s has no TTL, so a dead leader's tags would never be freed; delete it (nats kv del %s) and restart", ls.js.Leaders, ls.js.Leaders)
 	}
 	ls.mu.Lock()
 	ls.kv, ls.ttl = b, st.TTL()
@@ -178,7 +178,7 @@ func (ls *Leaders) Holder(ctx context.Context, tag string) (string, error) {
 	}
 	v, err := decodeLeadValue(e.Value())
 	if err != nil {
-		return "", corrupt(LeadersBucket, tag, e.Revision(), e.Value(), err, "It expires with the bucket's TTL")
+		return "", corrupt(ls.js.Leaders, tag, e.Revision(), e.Value(), err, "It expires with the bucket's TTL")
 	}
 	return v.Holder, nil
 }

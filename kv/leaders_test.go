@@ -7,14 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/strict"
 )
 
-func openLeaders(t *testing.T, js jetstream.JetStream, ttl time.Duration, holder string) *Leaders {
+func openLeaders(t *testing.T, js JS, ttl time.Duration, holder string) *Leaders {
 	t.Helper()
 	ls, err := OpenLeaders(context.Background(), js, LeadersConfig{TTL: ttl, Holder: holder})
 	if err != nil {

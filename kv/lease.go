@@ -55,7 +55,7 @@ func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report 
 		if quarantine {
 			last = l.clock.Now().Add(fresh).UnixMilli()
 			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, until no earlier holder can still be vending with it; this passes by itself, once per new cluster or loss",
-				l.id, ClocksBucket, fresh.Round(time.Millisecond)), l.clock.Now().Add(fresh))
+				l.id, l.clocks.Bucket(), fresh.Round(time.Millisecond)), l.clock.Now().Add(fresh))
 		} else if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)
 		}
@@ -118,9 +118,9 @@ func readClock(ctx context.Context, clocks jetstream.KeyValue, id int, epoch int
 	if err != nil {
 		fix := fmt.Sprintf("Worker ID %d is not claimed while it is; if no vendor used it in the last minutes, reset it with: vendor cluster reset-worker %d", id, id)
 		if key == seedKey {
-			fix = "Worker IDs with no last timestamp are not claimed while it is; delete it (nats kv del " + ClocksBucket + " " + seedKey + "): they then wait a lease TTL once"
+			fix = "Worker IDs with no last timestamp are not claimed while it is; delete it (nats kv del " + clocks.Bucket() + " " + seedKey + "): they then wait a lease TTL once"
 		}
-		return 0, 0, false, corrupt(ClocksBucket, key, e.Revision(), e.Value(), err, fix)
+		return 0, 0, false, corrupt(clocks.Bucket(), key, e.Revision(), e.Value(), err, fix)
 	}
 	if key == seedKey {
 		return inEpoch(last, theirs, epoch), 0, true, nil
@@ -145,8 +145,8 @@ const seedKey = "seed"
 // bucket with no seed (a new cluster on an external server, or lost
 // state). A store that already has the bucket is left alone: seeded is
 // false.
-func SeedClocks(ctx context.Context, js jetstream.JetStream, c LeaseConfig, bound int64) (seeded bool, err error) {
-	if _, err := js.KeyValue(ctx, ClocksBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+func SeedClocks(ctx context.Context, js JS, c LeaseConfig, bound int64) (seeded bool, err error) {
+	if _, err := js.KeyValue(ctx, js.Clocks); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return false, err
 	}
 	c, err = c.withDefaults()
@@ -158,7 +158,7 @@ func SeedClocks(ctx context.Context, js jetstream.JetStream, c LeaseConfig, boun
 		return false, err
 	}
 	if _, err := clocks.Create(ctx, seedKey, clockValue(bound, c.Epoch)); err != nil {
-		return false, fmt.Errorf("kv: seed bucket %s: %w", ClocksBucket, err)
+		return false, fmt.Errorf("kv: seed bucket %s: %w", js.Clocks, err)
 	}
 	return true, nil
 }
@@ -269,7 +269,7 @@ func (l *Lease) clockError(ctx context.Context, err error) error {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
 		return fmt.Errorf("%w: worker ID %d: its last timestamp expired or was taken (%s)", lease.ErrLost, l.id, jsText(err))
 	case isBucketGone(ctx, err, l.clocks, l.key.ttl):
-		return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state: %s)", lease.ErrLost, ClocksBucket, jsText(err))
+		return fmt.Errorf("%w: bucket %s is gone (deleted, or the NATS store lost its JetStream state: %s)", lease.ErrLost, l.clocks.Bucket(), jsText(err))
 	}
 	return fmt.Errorf("kv: renew worker ID %d: %w", l.id, err)
 }

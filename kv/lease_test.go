@@ -18,20 +18,20 @@ import (
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-func newJS(t *testing.T, s *server.Server) jetstream.JetStream {
+func newJS(t *testing.T, s *server.Server) JS {
 	t.Helper()
 	js, err := jetstream.New(natstest.Conn(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return js
+	return Plain(js)
 }
 
 // established creates the worker-ID buckets with ttl, as the first vendor
 // of a cluster would, and records a last timestamp (0) for every worker ID,
 // as a cluster past its first TTL has: claims do not wait out the
 // quarantine of a new bucket. The tests of that quarantine do without it.
-func established(t *testing.T, js jetstream.JetStream, ttl time.Duration) {
+func established(t *testing.T, js JS, ttl time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	_, clocks, _, err := workerBuckets(ctx, js, LeaseConfig{TTL: ttl, Replicas: 1})
@@ -51,7 +51,7 @@ type offsetClock struct{ d time.Duration }
 func (c offsetClock) Now() time.Time        { return time.Now().Add(c.d) }
 func (c offsetClock) Sleep(d time.Duration) { time.Sleep(d) }
 
-func claim(t *testing.T, js jetstream.JetStream, c LeaseConfig) *Lease {
+func claim(t *testing.T, js JS, c LeaseConfig) *Lease {
 	t.Helper()
 	l, err := Claim(context.Background(), js, c)
 	if err != nil {

@@ -30,7 +30,7 @@ const segmentCallTimeout = 10 * time.Second
 // compare-and-set on the key's revision, retried when another allocator
 // wins, so every segment is handed out once, as with Postgres's row lock.
 type SegmentStore struct {
-	js jetstream.JetStream
+	js JS
 	kv jetstream.KeyValue
 }
 
@@ -66,9 +66,10 @@ type storeRecord struct {
 	MovedAt time.Time `json:"moved_at,omitzero"`
 }
 
-func segmentBucketConfig(replicas int) jetstream.KeyValueConfig {
+func segmentBucketConfig(js JS, replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
-		Bucket:      SegmentBucket,
+		Bucket:      js.Segments,
+		Placement:   js.Placement,
 		Description: "leaf-nats segment rows: key = tag, value = max_id and step",
 		History:     1,
 		Storage:     jetstream.FileStorage,
@@ -78,8 +79,8 @@ func segmentBucketConfig(replicas int) jetstream.KeyValueConfig {
 
 // NewSegmentStore opens the bucket, creating it with replicas copies when
 // it is missing.
-func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) (*SegmentStore, error) {
-	kv, err := openOrCreate(ctx, js, segmentBucketConfig(replicas))
+func NewSegmentStore(ctx context.Context, js JS, replicas int) (*SegmentStore, error) {
+	kv, err := openOrCreate(ctx, js, segmentBucketConfig(js, replicas))
 	if err != nil {
 		return nil, err
 	}
@@ -89,10 +90,10 @@ func NewSegmentStore(ctx context.Context, js jetstream.JetStream, replicas int) 
 // OpenSegmentStore opens the bucket, which must exist: a store the cluster
 // contract names is never created again empty, since its tags would start
 // over.
-func OpenSegmentStore(ctx context.Context, js jetstream.JetStream) (*SegmentStore, error) {
-	kv, err := js.KeyValue(ctx, SegmentBucket)
+func OpenSegmentStore(ctx context.Context, js JS) (*SegmentStore, error) {
+	kv, err := js.KeyValue(ctx, js.Segments)
 	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", SegmentBucket, err)
+		return nil, fmt.Errorf("kv: open bucket %s: %w", js.Segments, err)
 	}
 	return &SegmentStore{js: js, kv: kv}, nil
 }
@@ -117,15 +118,15 @@ func (s *SegmentStore) getAny(ctx context.Context, tag string) (segmentRow, uint
 	}
 	r, err := decodeSegmentRow(e.Value())
 	if err != nil {
-		return segmentRow{}, e.Revision(), corruptRow(tag, e.Revision(), e.Value(), err)
+		return segmentRow{}, e.Revision(), s.corruptRow(tag, e.Revision(), e.Value(), err)
 	}
 	return r, e.Revision(), nil
 }
 
 // corruptRow is the error of a row that cannot be believed: its tag is
 // served no more until it is repaired, since its max_id is unknown.
-func corruptRow(tag string, rev uint64, v []byte, err error) *CorruptError {
-	return corrupt(SegmentBucket, tag, rev, v, err, fmt.Sprintf(
+func (s *SegmentStore) corruptRow(tag string, rev uint64, v []byte, err error) *CorruptError {
+	return corrupt(s.kv.Bucket(), tag, rev, v, err, fmt.Sprintf(
 		"Tag %q is not served until its row is repaired: vendor tags raise %s <an ID above every one it handed out>", tag, tag))
 }
 
@@ -353,7 +354,7 @@ func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, []
 			}
 			r, err := decodeSegmentRow(e.Value())
 			if err != nil {
-				bad = append(bad, corruptRow(e.Key(), e.Revision(), e.Value(), err))
+				bad = append(bad, s.corruptRow(e.Key(), e.Revision(), e.Value(), err))
 				continue
 			}
 			rows[e.Key()] = r
@@ -365,14 +366,14 @@ func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, []
 
 // keys returns every key of the bucket, as the stream's subjects name them.
 func (s *SegmentStore) keys(ctx context.Context) ([]string, error) {
-	stream, err := s.js.Stream(ctx, "KV_"+SegmentBucket)
+	stream, err := s.js.Stream(ctx, streamOf(s.js.Segments))
 	if err != nil {
-		return nil, fmt.Errorf("kv: stream of bucket %s: %w", SegmentBucket, err)
+		return nil, fmt.Errorf("kv: stream of bucket %s: %w", s.kv.Bucket(), err)
 	}
-	prefix := "$KV." + SegmentBucket + "."
+	prefix := "$KV." + s.kv.Bucket() + "."
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
-		return nil, fmt.Errorf("kv: subjects of bucket %s: %w", SegmentBucket, err)
+		return nil, fmt.Errorf("kv: subjects of bucket %s: %w", s.kv.Bucket(), err)
 	}
 	keys := make([]string, 0, len(info.State.Subjects))
 	for subject := range info.State.Subjects {
@@ -495,14 +496,14 @@ func (s *SegmentStore) Info(ctx context.Context) (segment.StoreInfo, error) {
 		}
 	}
 	if err != nil {
-		return segment.StoreInfo{}, fmt.Errorf("kv: identity of bucket %s: %w", SegmentBucket, err)
+		return segment.StoreInfo{}, fmt.Errorf("kv: identity of bucket %s: %w", s.kv.Bucket(), err)
 	}
 	// The key is copied with the data (a stream backup restored, a
 	// mirror); the stream's creation is not, so a copy has an identity of
 	// its own.
 	st, err := s.kv.Status(ctx)
 	if err != nil {
-		return segment.StoreInfo{}, fmt.Errorf("kv: status of bucket %s: %w", SegmentBucket, err)
+		return segment.StoreInfo{}, fmt.Errorf("kv: status of bucket %s: %w", s.kv.Bucket(), err)
 	}
 	id := rec.ID
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
@@ -518,8 +519,8 @@ func (s *SegmentStore) record(ctx context.Context) (storeRecord, uint64, error) 
 	}
 	rec, err := decodeStoreRecord(e.Value())
 	if err != nil {
-		return storeRecord{}, 0, corrupt(SegmentBucket, storeKey, e.Revision(), e.Value(), err,
-			"It is the store's identity, which the cluster contract names; restore it (nats kv history "+SegmentBucket+" "+storeKey+")")
+		return storeRecord{}, 0, corrupt(s.kv.Bucket(), storeKey, e.Revision(), e.Value(), err,
+			"It is the store's identity, which the cluster contract names; restore it (nats kv history "+s.kv.Bucket()+" "+storeKey+")")
 	}
 	return rec, e.Revision(), nil
 }

@@ -52,7 +52,7 @@ func openSegmentStore(t *testing.T, url string) *kv.SegmentStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := kv.NewSegmentStore(context.Background(), js, 1)
+	s, err := kv.NewSegmentStore(context.Background(), kv.Plain(js), 1)
 	if err != nil {
 		t.Fatalf("NewSegmentStore: %v", err)
 	}
@@ -70,7 +70,7 @@ func TestListWhileAllocating(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := kv.NewSegmentStore(ctx, js, 1)
+		st, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
 		if err != nil {
 			t.Fatal(err)
 		}

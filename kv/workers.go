@@ -31,7 +31,7 @@ type WorkerRecord struct {
 
 // Workers returns the record of every worker ID either bucket holds a key
 // of, ordered by ID.
-func Workers(ctx context.Context, js jetstream.JetStream) ([]WorkerRecord, error) {
+func Workers(ctx context.Context, js JS) ([]WorkerRecord, error) {
 	recs := map[int]*WorkerRecord{}
 	at := func(id int) *WorkerRecord {
 		if recs[id] == nil {
@@ -40,22 +40,22 @@ func Workers(ctx context.Context, js jetstream.JetStream) ([]WorkerRecord, error
 		return recs[id]
 	}
 	now := time.Now()
-	err := eachKey(ctx, js, WorkersBucket, func(id int, e jetstream.KeyValueEntry) {
+	err := eachKey(ctx, js, js.Workers, func(id int, e jetstream.KeyValueEntry) {
 		r := at(id)
 		r.Held, r.Renewed = true, e.Created()
 		if v, err := decodeLeaseValue(e.Value()); err != nil {
-			r.Problem = corrupt(WorkersBucket, e.Key(), e.Revision(), e.Value(), err, "")
+			r.Problem = corrupt(js.Workers, e.Key(), e.Revision(), e.Value(), err, "")
 		} else {
 			r.Holder = v.Holder
 		}
 	})
 	if err == nil {
-		err = eachKey(ctx, js, ClocksBucket, func(id int, e jetstream.KeyValueEntry) {
+		err = eachKey(ctx, js, js.Clocks, func(id int, e jetstream.KeyValueEntry) {
 			r := at(id)
 			ms, epoch, err := ParseClock(e.Value())
 			switch {
 			case err != nil:
-				r.Problem = corrupt(ClocksBucket, e.Key(), e.Revision(), e.Value(), err, "")
+				r.Problem = corrupt(js.Clocks, e.Key(), e.Revision(), e.Value(), err, "")
 			case time.UnixMilli(ms).Sub(now) > FarAhead:
 				r.Problem = fmt.Errorf("its last timestamp is %v ahead of this clock", time.UnixMilli(ms).Sub(now).Round(time.Second))
 			}
@@ -111,10 +111,10 @@ var ErrPlausible = errors.New("kv: the last timestamp is plausible")
 // agrees with this one (a live holder's next renewal finds the key changed
 // and gives the ID up). A timestamp that can be believed is kept
 // (ErrPlausible) unless force. It returns the value replaced.
-func ResetWorker(ctx context.Context, js jetstream.JetStream, id int, longest time.Duration, force bool) (was []byte, to int64, err error) {
-	clocks, err := js.KeyValue(ctx, ClocksBucket)
+func ResetWorker(ctx context.Context, js JS, id int, longest time.Duration, force bool) (was []byte, to int64, err error) {
+	clocks, err := js.KeyValue(ctx, js.Clocks)
 	if err != nil {
-		return nil, 0, fmt.Errorf("kv: open bucket %s: %w", ClocksBucket, err)
+		return nil, 0, fmt.Errorf("kv: open bucket %s: %w", js.Clocks, err)
 	}
 	e, err := clocks.Get(ctx, leaseKey(id))
 	if err != nil {
@@ -134,9 +134,9 @@ func ResetWorker(ctx context.Context, js jetstream.JetStream, id int, longest ti
 
 // Holders returns, for every worker ID held, the instance that holds it
 // (its lease's value names it); a lease that cannot be read names none.
-func Holders(ctx context.Context, js jetstream.JetStream) (map[int]string, error) {
+func Holders(ctx context.Context, js JS) (map[int]string, error) {
 	out := map[int]string{}
-	err := eachKey(ctx, js, WorkersBucket, func(id int, e jetstream.KeyValueEntry) {
+	err := eachKey(ctx, js, js.Workers, func(id int, e jetstream.KeyValueEntry) {
 		if v, err := decodeLeaseValue(e.Value()); err == nil {
 			out[id] = v.Holder
 		} else {

@@ -24,7 +24,7 @@ func startLimitedVendor(t *testing.T, nc *nats.Conn, rate, burst float64) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	store, err := kv.NewSegmentStore(ctx, js, 1)
+	store, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

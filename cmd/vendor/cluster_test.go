@@ -181,7 +181,7 @@ func TestInterruptedMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := kv.OpenSegmentStore(ctx, js)
+	st, err := kv.OpenSegmentStore(ctx, kv.Plain(js))
 	if err != nil {
 		t.Fatal(err)
 	}

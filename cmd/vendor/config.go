@@ -19,6 +19,7 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -233,6 +234,16 @@ func (c Config) vendingRegion() vending.Region {
 	return vending.Region{Name: r.Name, ID: r.ID}
 }
 
+// kvNames are the buckets this vendor keeps its state in: its region's,
+// placed in cluster (the NATS cluster it is connected to), or the plain
+// ones with no region.
+func (c Config) kvNames(cluster string) kv.Names {
+	if r, ok, _ := c.region(); ok {
+		return kv.RegionNames(r.Name, cluster)
+	}
+	return kv.PlainNames()
+}
+
 // regionName is what LEAF_REGION takes: it names buckets and metric labels.
 var regionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
@@ -312,7 +323,7 @@ func (c Config) workerIDRange() (workerid.Range, error) {
 func (c Config) env() (admin.Env, error) {
 	opts, err := c.natsOptions()
 	return admin.Env{NATSURL: c.NATSURL, StoreDir: c.NATSStoreDir, Listen: c.NATSListen, NATSOptions: opts, PostgresURL: c.PostgresURL,
-		KVReplicas: c.KVReplicas, Terms: c.terms(), LeaseTTL: c.WorkerLeaseTTL, MaxSkew: c.ClockMaxSkew, Self: instanceName()}, err
+		KVReplicas: c.KVReplicas, Terms: c.terms(), LeaseTTL: c.WorkerLeaseTTL, MaxSkew: c.ClockMaxSkew, Self: instanceName(), Region: c.Region}, err
 }
 
 // staticWorkerID returns the pinned worker ID, or -1 when unset.

@@ -284,7 +284,7 @@ func TestStaticWorkerIDIsLeasedInKV(t *testing.T) {
 			if got := decodeWorker(t, s); got != id {
 				t.Fatalf("the vendor pinned to %d makes IDs of worker %d", id, got)
 			}
-			if _, err := kv.Claim(context.Background(), js, kv.LeaseConfig{TTL: 30 * time.Second, IDs: &workerid.Range{First: id, Last: id}}); !errors.Is(err, kv.ErrNoFreeWorkerID) {
+			if _, err := kv.Claim(context.Background(), kv.Plain(js), kv.LeaseConfig{TTL: 30 * time.Second, IDs: &workerid.Range{First: id, Last: id}}); !errors.Is(err, kv.ErrNoFreeWorkerID) {
 				t.Fatalf("a leased claim of the static ID: %v, want ErrNoFreeWorkerID", err)
 			}
 			t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())

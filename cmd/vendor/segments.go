@@ -4,8 +4,6 @@ import (
 	"context"
 	"math"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
@@ -43,7 +41,7 @@ func (c Config) storeKind() string {
 // kept outside it: in KV bucket leaf_segment_marks for Postgres, in the
 // vendors themselves for the KV store (which shares its JetStream with any
 // bucket the marks could be kept in).
-func (v *vendor) openAllocator(ctx context.Context, js jetstream.JetStream, replies *vending.Replies) error {
+func (v *vendor) openAllocator(ctx context.Context, js kv.JS, replies *vending.Replies) error {
 	cfg := v.cfg
 	var marks segment.Marks
 	if cfg.storeKind() == kindPostgres {

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/lease"
@@ -37,7 +36,7 @@ func (st *strictTags) Close(ctx context.Context) error {
 // of js, with deadlines on clock, requests forwarded to the leader over nc
 // (the service's connection), which the lead is fenced on, and served past
 // fc's gate.
-func (v *vendor) openStrict(ctx context.Context, js jetstream.JetStream, fc strict.ForwarderConfig, clock snowflake.Clock) (*strictTags, error) {
+func (v *vendor) openStrict(ctx context.Context, js kv.JS, fc strict.ForwarderConfig, clock snowflake.Clock) (*strictTags, error) {
 	cfg, log, nc, alloc := v.cfg, v.log, v.svcConn, v.alloc
 	var leaders *kv.Leaders
 	if err := v.retry(ctx, "open the strict tags' leaders bucket", func() (err error) {

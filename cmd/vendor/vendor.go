@@ -145,25 +145,25 @@ func (v *vendor) open(ctx context.Context) error {
 // the two connections (the service's is drained at Close while the data
 // connection stays up to release the lease and finish store writes), and
 // checks that JetStream is there and can keep what the vendor asks of it.
-func (v *vendor) connect(ctx context.Context) (jetstream.JetStream, error) {
+func (v *vendor) connect(ctx context.Context) (kv.JS, error) {
 	cfg := v.cfg
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
 		var err error
 		if natsURL, err = v.startEmbedded(); err != nil {
-			return nil, err
+			return kv.JS{}, err
 		}
 	}
 	var err error
 	if v.dataConn, _, err = connect(natsURL, cfg, "leaf-vendor-data", v.log); err != nil {
-		return nil, err
+		return kv.JS{}, err
 	}
 	if v.svcConn, v.svcClosed, err = connect(natsURL, cfg, "leaf-vendor", v.log); err != nil {
-		return nil, err
+		return kv.JS{}, err
 	}
 	js, err := jetstream.New(v.dataConn)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return kv.JS{}, fmt.Errorf("jetstream: %w", err)
 	}
 	if err := v.retry(ctx, "reach JetStream", func() error {
 		// Short: a refused request is not answered, it times out.
@@ -173,23 +173,23 @@ func (v *vendor) connect(ctx context.Context) (jetstream.JetStream, error) {
 		return err
 	}); err != nil {
 		if errors.Is(err, errDenied) {
-			return nil, err
+			return kv.JS{}, err
 		}
-		return nil, fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js, or enable JetStream for the account): %w", redact(natsURL), err)
+		return kv.JS{}, fmt.Errorf("NATS at %s has no JetStream for this account (run nats-server with -js, or enable JetStream for the account): %w", redact(natsURL), err)
 	}
 	if err := v.checkReplicas(); err != nil {
-		return nil, err
+		return kv.JS{}, err
 	}
 	if v.srv == nil {
 		v.checkSync()
 	}
-	return js, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
+	return kv.JS{JetStream: js, Names: cfg.kvNames(v.dataConn.ConnectedClusterName())}, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
 }
 
 // openStore opens the cluster contract's bucket and the segment store. A
 // KV store the contract names is not created again if it is gone: its tags
 // would start over and repeat IDs.
-func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Contracts, error) {
+func (v *vendor) openStore(ctx context.Context, js kv.JS) (*kv.Contracts, error) {
 	cfg := v.cfg
 	var contracts *kv.Contracts
 	if err := v.retry(ctx, "open the cluster contract", func() (err error) {
@@ -214,7 +214,7 @@ func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Con
 		return err
 	}); err != nil {
 		if !create && errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, cluster.StoreLost(recorded.Segments, err)
+			return nil, cluster.StoreLost(recorded.Segments, js.Segments, err)
 		}
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (v *vendor) openStore(ctx context.Context, js jetstream.JetStream) (*kv.Con
 
 // guardConfig configures the cluster guard: this vendor's terms, its claims'
 // settings, and where it finds the contract, its store and its peers.
-func (v *vendor) guardConfig(js jetstream.JetStream, contracts *kv.Contracts, clock snowflake.Clock, replies *vending.Replies) cluster.Config {
+func (v *vendor) guardConfig(js kv.JS, contracts *kv.Contracts, clock snowflake.Clock, replies *vending.Replies) cluster.Config {
 	cfg := v.cfg
 	static, _ := cfg.staticWorkerID()
 	return cluster.Config{
@@ -362,7 +362,7 @@ const maxTextBytes = 20
 // every vendor attached to an earlier server at the address ran on this
 // host. Claims then wait that little instead of a lease TTL, now and at
 // every later start, a start that failed included.
-func (v *vendor) seedClocks(ctx context.Context, js jetstream.JetStream, clock snowflake.Clock) error {
+func (v *vendor) seedClocks(ctx context.Context, js kv.JS, clock snowflake.Clock) error {
 	if v.srv == nil {
 		return nil
 	}

@@ -392,7 +392,7 @@ func TestContractLostUnderLoad(t *testing.T) {
 	}
 	_, base := tl.counts()
 	tl.waitOK(t, 20, 30*time.Second, "A still serving")
-	cs, err := kv.FindContracts(context.Background(), js)
+	cs, err := kv.FindContracts(context.Background(), kv.Plain(js))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestWorkerIDExhaustion(t *testing.T) {
 	for range claimants {
 		wg.Go(func() {
 			for range (snowflake.MaxWorkerID + 1) / claimants {
-				l, err := kv.Claim(ctx, js, cfg)
+				l, err := kv.Claim(ctx, kv.Plain(js), cfg)
 				mu.Lock()
 				if err != nil {
 					fails = append(fails, err)
@@ -57,7 +57,7 @@ func TestWorkerIDExhaustion(t *testing.T) {
 	if len(got) != snowflake.MaxWorkerID+1 {
 		t.Errorf("%d claims succeeded, want %d", len(got), snowflake.MaxWorkerID+1)
 	}
-	_, err := kv.Claim(ctx, js, cfg)
+	_, err := kv.Claim(ctx, kv.Plain(js), cfg)
 	if !errors.Is(err, kv.ErrNoFreeWorkerID) {
 		t.Fatalf("claim 1,025: %v, want kv.ErrNoFreeWorkerID", err)
 	}

@@ -191,7 +191,7 @@ func newTake(ctx context.Context, mode string, js jetstream.JetStream, nc *nats.
 			}
 		}, nil
 	case "leafkv":
-		st, err := kv.NewSegmentStore(ctx, js, 1)
+		st, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
 		if err != nil {
 			return nil, err
 		}
