@@ -230,6 +230,7 @@ type Service struct {
 	replies *Replies
 	bulk    *bulkLane   // large snowflake batches
 	reqs    *requesters // their budgets; nil without Config.RequesterRateLimit
+	unknown *requesters // their budgets of tags the store does not have
 
 	// lostPrefix is the inbox, with lostSub its subscription, on which
 	// NATS says that a handed-off request found no leader (Handoffs).
@@ -247,7 +248,8 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes),
-		bulk: newBulkLane(c.Layout.MaxSequence() + 1), reqs: newRequesters(c.RequesterRateLimit, c.RequesterRateBurst)}
+		bulk: newBulkLane(c.Layout.MaxSequence() + 1), reqs: newRequesters(c.RequesterRateLimit, c.RequesterRateBurst),
+		unknown: newRequesters(unknownTagRate, unknownTagBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
@@ -538,6 +540,11 @@ func (h *segmentHandler) Handle(req micro.Request) {
 		reply(h.s, req, &h.out, enc, ModeSegment, tag, h.strict(tag), rs, start)
 	case h.ho != nil && h.ho.Handoff(tag) && h.s.handoff(req, tag, enc):
 	default:
+		if err := h.s.mayAskStore(req); err != nil {
+			c.refund()
+			h.s.fail(req, ModeSegment, tag, err, start)
+			return
+		}
 		h.s.later(req, func(req micro.Request) { h.s.takeSlow(req, h.src, tag, enc, n, c, start) })
 	}
 }
@@ -598,6 +605,7 @@ func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n i
 	rs, err := src.TakeRanges(s.ctx, tag, nil, int64(n))
 	if err != nil {
 		c.refund()
+		s.askedUnknown(req, err)
 		s.fail(req, ModeSegment, tag, err, start)
 		return
 	}
