@@ -52,7 +52,7 @@ import (
 // Each reports its figures before it checks them, so that an older vendor
 // build (LEAF_E2E_VENDOR_BIN) yields the figures of what it does wrong.
 
-// app2 is a second application in the test's copy of the shipped
+// app2Account is a second application in the test's copy of the shipped
 // configuration, in an account of its own as docs/nats-accounts.conf tells
 // operators to give each application (a copy of LEAF_CLIENTS).
 const app2Account = `  LEAF_APP2 {
