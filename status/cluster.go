@@ -182,10 +182,19 @@ func clusterView(stats []micro.Stats) []ClusterEntry {
 	for _, st := range stats {
 		e := ClusterEntry{ID: st.ID}
 		var took time.Duration
+		var counted *int64 // the vendor's own count of its errors, if it tells it
 		for _, ep := range st.Endpoints {
 			e.Errors += ep.NumErrors
 			e.Requests += ep.NumRequests
 			took += ep.ProcessingTime
+			var sum struct {
+				Service struct {
+					Errors *int64 `json:"errors"`
+				} `json:"service"`
+			}
+			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &sum) == nil && sum.Service.Errors != nil {
+				counted = sum.Service.Errors
+			}
 			var s Status
 			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &s) == nil && s.Instance != "" {
 				e.Data = ClusterData{Instance: s.Instance, Ready: s.Ready, Worker: s.Worker, TagsTotal: s.Segments.TagsTotal}
@@ -193,6 +202,9 @@ func clusterView(stats []micro.Stats) []ClusterEntry {
 					e.Data.Tags = append(e.Data.Tags, t.Tag)
 				}
 			}
+		}
+		if counted != nil {
+			e.Errors = int(*counted) // micro's leave out errors answered late
 		}
 		if e.Requests > 0 {
 			e.AverageNs = int64(took) / int64(e.Requests)

@@ -185,6 +185,22 @@ func (m *Metrics) counts() []requestCount {
 	return out
 }
 
+// errors counts the error replies so far (every code but 200).
+func (m *Metrics) errors() int64 {
+	if m == nil {
+		return 0
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var n int64
+	for k, c := range m.children {
+		if k.code != vending.CodeOK {
+			n += c.totals.requests.Load()
+		}
+	}
+	return n
+}
+
 // stateCollector reads the vendor's state at scrape time: segment buffers,
 // store, clock and worker-ID lease. Nothing on the hot path pays for it.
 type stateCollector struct {

@@ -76,9 +76,10 @@ type State struct {
 	src     Sources
 	started time.Time
 
-	statsMu sync.Mutex // guards the status micro stats last read
-	stats   Status
-	statsAt time.Time
+	statsMu   sync.Mutex // guards the status micro stats last read
+	stats     Status
+	statsErrs int64 // and the error replies counted then
+	statsAt   time.Time
 
 	rowsMu sync.Mutex // guards the cached store rows
 	rows   []rowStatus
@@ -363,6 +364,12 @@ type serviceSummary struct {
 	Ready    bool   `json:"ready"`
 	NotReady string `json:"not_ready,omitempty"`
 	WorkerID int    `json:"worker_id"` // -1: none held
+	// Errors are the error replies the vendor sent, as
+	// leaf_requests_total counts them: micro's num_errors leaves out those
+	// answered after their handler returned (a request that waited for
+	// the store, a large snowflake batch), so the cluster table reads
+	// these.
+	Errors int64 `json:"errors"`
 }
 
 // StatsTags and PageTags are how many tags micro stats and /status.json
@@ -390,15 +397,16 @@ func (s *Status) Trim(n int) {
 
 // statsSnapshot is the status that micro stats tell, trimmed: read once for
 // all the endpoints of one stats request, and at most every half second.
-func (v *State) statsSnapshot() Status {
+func (v *State) statsSnapshot() (Status, int64) {
 	v.statsMu.Lock()
 	defer v.statsMu.Unlock()
 	if time.Since(v.statsAt) > 500*time.Millisecond {
 		v.stats = v.Snapshot(false)
 		v.stats.Trim(StatsTags)
+		v.statsErrs = v.src.Requests.errors()
 		v.statsAt = time.Now()
 	}
-	return v.stats
+	return v.stats, v.statsErrs
 }
 
 // EndpointStats returns the data of each endpoint's micro stats (version is
@@ -407,8 +415,8 @@ func (v *State) statsSnapshot() Status {
 // segment buffers under the segment endpoint, the epoch under decode.
 func (v *State) EndpointStats(version string) func(endpoint string) any {
 	return func(endpoint string) any {
-		s := v.statsSnapshot()
-		sum := serviceSummary{Instance: s.Instance, Version: version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1}
+		s, errs := v.statsSnapshot()
+		sum := serviceSummary{Instance: s.Instance, Version: version, Ready: s.Ready, NotReady: s.NotReady, WorkerID: -1, Errors: errs}
 		if s.Worker.Held {
 			sum.WorkerID = s.Worker.ID
 		}
