@@ -76,10 +76,10 @@ func loadDashboard(t *testing.T) dashboard {
 }
 
 // promQLNames returns the metric names a PromQL expression reads: what is
-// left once strings, label matchers, ranges and label lists are taken out,
-// functions and keywords aside.
+// left once strings, label matchers, ranges, offsets' durations and label
+// lists are taken out, functions and keywords aside.
 func promQLNames(expr string) []string {
-	for _, re := range []string{`"[^"]*"`, `\{[^}]*\}`, `\[[^\]]*\]`, `\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`} {
+	for _, re := range []string{`"[^"]*"`, `\{[^}]*\}`, `\[[^\]]*\]`, `\boffset\s+-?[0-9][0-9a-z]*`, `\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`} {
 		expr = regexp.MustCompile(re).ReplaceAllString(expr, " ")
 	}
 	keywords := map[string]bool{"bool": true, "and": true, "or": true, "unless": true, "offset": true, "inf": true, "nan": true}
@@ -93,7 +93,8 @@ func promQLNames(expr string) []string {
 }
 
 func TestPromQLNames(t *testing.T) {
-	got := promQLNames(`histogram_quantile(0.99, sum by (mode, le) (rate(leaf_request_duration_seconds_bucket{code!="200"}[5m]))) / on (job) leaf_ready == bool 1`)
+	got := promQLNames(`histogram_quantile(0.99, sum by (mode, le) (rate(leaf_request_duration_seconds_bucket{code!="200"}[5m]))) / on (job) leaf_ready == bool 1` +
+		` or leaf_ready unless leaf_ready offset 10m`)
 	if want := []string{"leaf_request_duration_seconds_bucket", "leaf_ready"}; !slices.Equal(got, want) {
 		t.Fatalf("promQLNames = %v, want %v", got, want)
 	}
