@@ -131,6 +131,11 @@ func (h *segmentHandler) Handle(req micro.Request) {
 		reply(h.s, req, &h.out, enc, ModeSegment, tag, h.src.IsStrict(tag), rs, start)
 	case h.src.HandOff(tag, Handing{Reply: req.Reply(), Encoding: enc, Body: req.Data()}):
 	default:
+		if err := h.s.mayAskStore(req); err != nil {
+			c.refund()
+			h.s.fail(req, ModeSegment, tag, err, start)
+			return
+		}
 		h.s.later(req, func(req micro.Request) { h.s.takeSlow(req, h.src, tag, enc, n, c, start) })
 	}
 }
@@ -145,6 +150,7 @@ func (s *Service) takeSlow(req micro.Request, src Segments, tag, enc string, n i
 	rs, err := src.TakeRanges(s.ctx, tag, nil, int64(n))
 	if err != nil {
 		c.refund()
+		s.askedUnknown(req, err)
 		s.fail(req, ModeSegment, tag, err, start)
 		return
 	}

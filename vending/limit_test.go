@@ -16,8 +16,9 @@ import (
 )
 
 // startLimitedVendor serves tag "order" from a real allocator on a KV store
-// with a rate limit of rate IDs a second, burst at once.
-func startLimitedVendor(t *testing.T, nc *nats.Conn, rate, burst float64) {
+// with a rate limit of rate IDs a second, burst at once, and a limit per
+// requester of requesterRate IDs a second (0: none), a second of it at once.
+func startLimitedVendor(t *testing.T, nc *nats.Conn, rate, burst, requesterRate float64) {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -36,7 +37,7 @@ func startLimitedVendor(t *testing.T, nc *nats.Conn, rate, burst float64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(context.Background()) })
-	svc, err := vending.Open(nc, vending.Config{Segments: allocator{a}})
+	svc, err := vending.Open(nc, vending.Config{Segments: allocator{a}, RequesterRateLimit: requesterRate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func (allocator) HandOff(string, vending.Handing) bool { return false }
 func TestClientObeysRateLimit(t *testing.T) {
 	s := natstest.Server(t)
 	nc := natstest.Conn(t, s)
-	startLimitedVendor(t, nc, 1000, 1000)
+	startLimitedVendor(t, nc, 1000, 1000, 0)
 
 	c := newClient(t, nc, vending.ClientConfig{})
 	order, _ := c.Segment("order")
@@ -90,6 +91,24 @@ func TestClientObeysRateLimit(t *testing.T) {
 	for range 1500 {
 		if _, err := porder.Next(ctx); err != nil {
 			t.Fatalf("prefetched Next under the rate limit: %v", err)
+		}
+	}
+}
+
+// Each limit a refill meets says its own most: the requester's burst
+// (100,000), then the tag's (1000). A prefetch of a million shrinks to
+// each in turn, and its IDs come.
+func TestPrefetchShrinksToEveryLimit(t *testing.T) {
+	s := natstest.Server(t)
+	nc := natstest.Conn(t, s)
+	startLimitedVendor(t, nc, 1000, 1000, 100_000)
+	c := newClient(t, nc, vending.ClientConfig{Prefetch: 1_000_000})
+	order, _ := c.Segment("order")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for range 1500 {
+		if _, err := order.Next(ctx); err != nil {
+			t.Fatalf("prefetched Next under two limits: %v", err)
 		}
 	}
 }

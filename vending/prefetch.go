@@ -272,17 +272,20 @@ func (p *prefetcher) refillLoop() {
 }
 
 // refill asks for the buffer's size of IDs. A vendor that serves fewer at
-// once under its rate limit (a 429 with the most one request may ask for)
-// makes the buffer that small from then on, and is asked again.
+// once under a limit (a 429 with the most one request may ask for) makes
+// the buffer that small from then on, and is asked again: as often as a
+// limit says less, since several may (the requester's burst, then the
+// tag's). The size only shrinks, so the asking ends.
 func (p *prefetcher) refill() ([]ids.Range, error) {
-	rs, err := p.src.request(p.src.ctx, nil, p.size.Load())
-	var e *Error
-	if errors.As(err, &e) && e.Code == CodeTooManyRequests && e.MaxCount > 0 && e.MaxCount < p.size.Load() {
+	for {
+		rs, err := p.src.request(p.src.ctx, nil, p.size.Load())
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeTooManyRequests || e.MaxCount <= 0 || e.MaxCount >= p.size.Load() {
+			return rs, err
+		}
 		p.size.Store(e.MaxCount)
 		p.lowWater.Store(min(p.lowWater.Load(), e.MaxCount/4))
-		rs, err = p.src.request(p.src.ctx, nil, e.MaxCount)
 	}
-	return rs, err
 }
 
 // errStrict is what the buffer answers for a strict tag: the caller

@@ -2,6 +2,7 @@ package vending
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/time/rate"
+
+	"github.com/leaf-nats/leaf/segment"
 )
 
 // RequestInfoHeader is where NATS says who sent a request that crossed a
@@ -165,5 +168,73 @@ func (q *requesters) sweep(now time.Time) {
 		if lim.TokensAt(now) >= float64(q.burst) {
 			delete(q.by, who)
 		}
+	}
+}
+
+// A request for a tag the vendor has not cached costs a store read, and
+// the allocator allows a vendor 100 such reads a second, shared by every
+// requester: one requester's made-up tags, hundreds a second, would use
+// them up and leave another application's new tag unread (503). So each
+// requester may ask for at most unknownTagRate tags a second that the
+// store turned out not to have (unknownTagBurst at once); past that, its
+// requests that would ask the store get 429 until its budget is back,
+// while the others' are read.
+const (
+	unknownTagRate  = 10
+	unknownTagBurst = 20
+)
+
+// UnknownTagsError is the 429 of a request that would ask the store, from
+// a requester that asked for more tags the store does not have than
+// unknownTagRate allows.
+type UnknownTagsError struct {
+	Requester string
+	Wait      time.Duration
+}
+
+func (e *UnknownTagsError) Error() string {
+	return fmt.Sprintf("%v: %s asked this vendor for more than %d tags a second that do not exist: ask again in %v, and check the tag names (vendor tags list)",
+		ErrTooManyRequests, e.Requester, unknownTagRate, e.Wait)
+}
+
+func (e *UnknownTagsError) Unwrap() error { return ErrTooManyRequests }
+
+// RetryAfter is when the requester's budget of unknown tags is back.
+func (e *UnknownTagsError) RetryAfter() time.Duration { return e.Wait }
+
+// MaxCount is 0: the count asked for does not matter.
+func (e *UnknownTagsError) MaxCount() int64 { return 0 }
+
+// owed is how long until who has one in its budget: 0 when it has.
+func (q *requesters) owed(who string) time.Duration {
+	tokens := q.limiter(who).TokensAt(time.Now())
+	if tokens >= 1 {
+		return 0
+	}
+	ms := math.Ceil((1 - tokens) / float64(q.limit) * 1000)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// spend takes one from who's budget, into debt if it has none: requests
+// that were let through together may all turn out to be unknown.
+func (q *requesters) spend(who string) {
+	q.limiter(who).ReserveN(time.Now(), 1)
+}
+
+// mayAskStore refuses a request that would ask the store, from a
+// requester that asked for too many tags the store does not have.
+func (s *Service) mayAskStore(req micro.Request) error {
+	who := Requester(req)
+	if d := s.unknown.owed(who); d > 0 {
+		return &UnknownTagsError{Requester: who, Wait: d}
+	}
+	return nil
+}
+
+// askedUnknown charges req's requester for a tag the store turned out not
+// to have.
+func (s *Service) askedUnknown(req micro.Request, err error) {
+	if errors.Is(err, segment.ErrUnknownTag) {
+		s.unknown.spend(Requester(req))
 	}
 }

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -120,5 +124,89 @@ func TestRequesterRateLimit(t *testing.T) {
 		if err := ask(connectAs(t, s, user), "order", 100); err != nil {
 			t.Fatalf("%s, with a budget of its own: %v", user, err)
 		}
+	}
+}
+
+// lookupSegments has the tags of known, and looks every tag up in its
+// store (counted) the first time it is asked for, as the allocator does a
+// tag it has not cached.
+type lookupSegments struct {
+	*counterSegments
+	mu     sync.Mutex
+	cached map[string]bool
+	reads  int
+}
+
+func (l *lookupSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
+	l.mu.Lock()
+	cached := l.cached[tag]
+	l.mu.Unlock()
+	if !cached {
+		return dst, false, nil
+	}
+	return l.counterSegments.TryTakeRanges(tag, dst, n)
+}
+
+func (l *lookupSegments) TakeRanges(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
+	l.mu.Lock()
+	l.reads++
+	l.cached[tag] = true
+	l.mu.Unlock()
+	return l.counterSegments.TakeRanges(ctx, tag, dst, n)
+}
+
+// A requester that asks for tags the store does not have uses up a budget
+// of its own (unknownTagRate): past it, its requests that would ask the
+// store get 429 with when to ask again, so that another application's
+// requests for tags not cached yet are still read, and its own cached
+// tags are still served.
+func TestUnknownTagsPerRequester(t *testing.T) {
+	s := startAccountsServer(t)
+	segs := &lookupSegments{counterSegments: newCounterSegments("order", "fresh"), cached: map[string]bool{}}
+	svc, err := vending.Open(connectAs(t, s, "vendor"), vending.Config{Segments: segs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	orders, billing := connectAs(t, s, "orders"), connectAs(t, s, "billing")
+	code := func(nc *nats.Conn, tag string) string {
+		m, err := nc.Request("leaf.segment."+tag, nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := m.Header.Get(micro.ErrorCodeHeader); c != "" {
+			return c + " " + m.Header.Get(micro.ErrorHeader) + " after " + m.Header.Get(vending.RetryAfterHeader) + "ms"
+		}
+		return "ok"
+	}
+	if got := code(orders, "order"); got != "ok" {
+		t.Fatalf("order: %s", got)
+	}
+	begun := time.Now()
+	unknown, refused := 0, ""
+	for i := range 100 {
+		switch got := code(orders, "nosuch"+strconv.Itoa(i)); {
+		case strings.HasPrefix(got, "404 "):
+			unknown++
+		case refused == "":
+			refused = got
+		}
+	}
+	// Its budget refills at 10 a second from 20: no more can be 404s,
+	// each a store read.
+	if most := 20 + 10*time.Since(begun).Seconds() + 1; float64(unknown) > most || !strings.HasPrefix(refused, "429 ") ||
+		!strings.Contains(refused, "ORDERS/orders") || strings.HasSuffix(refused, "after ms") {
+		t.Fatalf("100 made-up tags: %d answered 404 (at most %.0f), then %q; want 429s naming ORDERS/orders, with when to ask again", unknown, most, refused)
+	}
+	if got := code(orders, "order"); got != "ok" {
+		t.Fatalf("orders' cached tag after its made-up ones: %s", got)
+	}
+	if got := code(billing, "fresh"); got != "ok" {
+		t.Fatalf("billing's first request of a tag while orders is refused: %s", got)
+	}
+	segs.mu.Lock()
+	defer segs.mu.Unlock()
+	if segs.reads != unknown+2 {
+		t.Fatalf("%d store reads for %d unknown tags and 2 tags", segs.reads, unknown)
 	}
 }

@@ -46,6 +46,7 @@ type Service struct {
 	replies *Replies
 	bulk    *bulkLane   // large snowflake batches
 	reqs    *requesters // their budgets; nil without Config.RequesterRateLimit
+	unknown *requesters // their budgets of tags the store does not have
 
 	internal errorLog
 }
@@ -58,7 +59,8 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes),
-		bulk: newBulkLane(c.Layout.MaxSequence() + 1), reqs: newRequesters(c.RequesterRateLimit, c.RequesterRateBurst)}
+		bulk: newBulkLane(c.Layout.MaxSequence() + 1), reqs: newRequesters(c.RequesterRateLimit, c.RequesterRateBurst),
+		unknown: newRequesters(unknownTagRate, unknownTagBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),

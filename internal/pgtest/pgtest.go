@@ -100,6 +100,9 @@ type Server struct {
 	sock   string // Unix socket directory
 	port   int
 	asUser string // runs the binaries when the test runs as root
+	// settings are the server's settings beyond the defaults, as
+	// postgres -c takes them (name=value).
+	settings []string
 }
 
 // StartServer initialises and starts a Postgres server in a temporary
@@ -108,11 +111,19 @@ type Server struct {
 // Postgres refuses to run as root.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	return StartServerWith(t)
+}
+
+// StartServerWith is StartServer with server settings (name=value, as
+// postgres -c takes them), such as shared_preload_libraries=pg_stat_statements
+// for a test that counts the statements a vendor runs.
+func StartServerWith(t testing.TB, settings ...string) *Server {
+	t.Helper()
 	bin := os.Getenv(EnvBinDir)
 	if bin == "" {
 		unavailable(t, EnvBinDir+" is not set")
 	}
-	s := &Server{t: t, bin: bin}
+	s := &Server{t: t, bin: bin, settings: settings}
 	if os.Geteuid() == 0 {
 		s.asUser = os.Getenv(EnvUser)
 		if s.asUser == "" {
@@ -155,6 +166,9 @@ func (s *Server) DSN() string {
 func (s *Server) Start() {
 	s.t.Helper()
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", s.port, s.sock)
+	for _, kv := range s.settings {
+		opts += " -c " + kv
+	}
 	s.run("pg_ctl", "-D", s.dir, "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "-o", opts, "start")
 }
 

@@ -72,6 +72,8 @@ func docsPassword(user string) string {
 		return "admin-pw"
 	case "sys":
 		return "sys-pw"
+	case "leaf-app2":
+		return "app2-pw"
 	}
 	return "inside-pw" // leaf-inside, leaf-inside-strict
 }
@@ -98,34 +100,52 @@ const insideUsers = `
 // docsNATS is a nats-server run from the shipped single-server
 // configuration (ports and store aside), with insideUsers added.
 type docsNATS struct {
-	srv *server.Server
+	url string
 }
 
-// startDocsNATS starts the shipped configuration on a free port until the
-// test ends.
-func startDocsNATS(t *testing.T) *docsNATS {
+// confEdit changes the test's copy of the shipped configuration: the
+// first anchor (in nats-server-single.conf, else in nats-accounts.conf)
+// becomes with, which keeps the anchor when it adds to it.
+type confEdit struct{ anchor, with string }
+
+// writeDocsConf writes the test's copy of the shipped configuration to
+// dir, with insideUsers added and then edits made, sets the passwords it
+// reads from the environment, and returns its nats-server-single.conf.
+func writeDocsConf(t *testing.T, dir string, edits ...confEdit) string {
 	t.Helper()
 	for k, user := range map[string]string{"LEAF_VENDOR_PASSWORD": "leaf-vendor", "LEAF_CLIENT_PASSWORD": "leaf-client",
 		"LEAF_ADMIN_PASSWORD": "leaf-admin", "NATS_SYS_PASSWORD": "sys"} {
 		t.Setenv(k, docsPassword(user))
 	}
-	dir := t.TempDir()
-	for _, name := range []string{"nats-server-single.conf", "nats-accounts.conf"} {
+	names := []string{"nats-server-single.conf", "nats-accounts.conf"}
+	confs := make([][]byte, len(names))
+	for i, name := range names {
 		conf, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name == "nats-accounts.conf" {
-			if !bytes.Contains(conf, []byte(adminLine)) {
-				t.Fatalf("docs/%s has no line %q to add the inside users after", name, adminLine)
-			}
-			conf = bytes.Replace(conf, []byte(adminLine), []byte(adminLine+insideUsers), 1)
+		confs[i] = conf
+	}
+	for _, e := range append([]confEdit{{adminLine, adminLine + insideUsers}}, edits...) {
+		i := slices.IndexFunc(confs, func(c []byte) bool { return bytes.Contains(c, []byte(e.anchor)) })
+		if i < 0 {
+			t.Fatalf("docs/%s has no line %q to change", strings.Join(names, " nor docs/"), e.anchor)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), conf, 0o600); err != nil {
+		confs[i] = bytes.Replace(confs[i], []byte(e.anchor), []byte(e.with), 1)
+	}
+	for i, name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), confs[i], 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	o, err := server.ProcessConfigFile(filepath.Join(dir, "nats-server-single.conf"))
+	return filepath.Join(dir, names[0])
+}
+
+// startDocsNATS starts the shipped configuration, changed by edits, on a
+// free port until the test ends.
+func startDocsNATS(t *testing.T, edits ...confEdit) *docsNATS {
+	t.Helper()
+	o, err := server.ProcessConfigFile(writeDocsConf(t, t.TempDir(), edits...))
 	if err != nil {
 		t.Fatalf("docs/nats-server-single.conf: %v", err)
 	}
@@ -146,12 +166,12 @@ func startDocsNATS(t *testing.T) *docsNATS {
 	if !s.ReadyForConnections(10 * time.Second) {
 		t.Fatal("the server of docs/nats-server-single.conf did not start")
 	}
-	return &docsNATS{srv: s}
+	return &docsNATS{url: s.ClientURL()}
 }
 
 // env is a vendor's environment (or a vendor command's) as user.
 func (d *docsNATS) env(user string, kvs ...string) map[string]string {
-	return with(map[string]string{"LEAF_NATS_URL": d.srv.ClientURL(), "LEAF_NATS_USER": user, "LEAF_NATS_PASSWORD": docsPassword(user)}, kvs...)
+	return with(map[string]string{"LEAF_NATS_URL": d.url, "LEAF_NATS_USER": user, "LEAF_NATS_PASSWORD": docsPassword(user)}, kvs...)
 }
 
 // connect connects as user until the test ends; the server's asynchronous
@@ -159,7 +179,7 @@ func (d *docsNATS) env(user string, kvs ...string) map[string]string {
 func (d *docsNATS) connect(t testing.TB, user string) (*nats.Conn, <-chan error) {
 	t.Helper()
 	errs := make(chan error, 256)
-	nc, err := nats.Connect(d.srv.ClientURL(), nats.UserInfo(user, docsPassword(user)), nats.MaxReconnects(-1),
+	nc, err := nats.Connect(d.url, nats.UserInfo(user, docsPassword(user)), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case errs <- err:

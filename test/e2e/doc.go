@@ -27,6 +27,12 @@
 //     (LEAF_HTTP_LEAF_API) flooded by 256 clients while NATS requests must
 //     all be served; simulated Leaf snowflake servers (worker IDs 0-3)
 //     vending beside vendors with LEAF_WORKER_ID_RANGE=16-1023.
+//   - TestHostileLoad*: issue 27's attacks under the shipped
+//     configuration (hostile_load_test.go): a billion IDs at once and loads
+//     beyond LEAF_SEGMENT_RATE_LIMIT, made-up tags against 20,000 (KV, with
+//     the NATS server's CPU and memory; Postgres, with its reads), replies
+//     aimed at another application's inboxes, big js53 batches beside
+//     single IDs, and all at once (TestHostileLoadSoak).
 //   - TestHostileRequests: malformed counts, tags and subjects against
 //     running vendors, with no crash and no store write. The codec and tag
 //     parser are also fuzzed (FuzzParseCount, FuzzDecodeText in vending,

@@ -2,11 +2,17 @@
 // benchmarks share, in a process of its own, so that the vendor and the
 // bare responder it is compared with meet the same server over TCP.
 //
-//	natsd -listen 127.0.0.1:14222 -store /tmp/x [-prof 127.0.0.1:6061] [-lazy]
+//	natsd -listen 127.0.0.1:14222 -store /tmp/x [-prof 127.0.0.1:6061] [-lazy] [-http 127.0.0.1:8222]
+//	natsd -config docs/nats-server-single.conf -listen 127.0.0.1:14222 -store /tmp/x [-http ...]
 //
 // Like the vendor's embedded server it syncs every JetStream write before
 // acknowledging it; -lazy keeps nats-server's default (a sync every 2
-// minutes), to measure what syncing costs.
+// minutes), to measure what syncing costs. With -config it runs a
+// nats-server configuration file instead (users, accounts, JetStream
+// settings: the shipped least-privilege one), with its address, store and
+// monitoring port taken from the flags, and no cluster: so that the e2e
+// tests can read the CPU and memory of a server under that configuration
+// from /proc, apart from their own.
 //
 // It stops on SIGINT or SIGTERM.
 package main
@@ -19,6 +25,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -29,35 +36,45 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:14222", "client address")
 	store := flag.String("store", "", "JetStream storage directory (required)")
 	prof := flag.String("prof", "", "host:port for the server's pprof endpoint; empty: none")
-	lazy := flag.Bool("lazy", false, "sync JetStream writes every 2 minutes, not before each ack")
+	monitor := flag.String("http", "", "host:port for the monitoring endpoints (/varz, /connz); empty: none")
+	lazy := flag.Bool("lazy", false, "sync JetStream writes every 2 minutes, not before each ack (without -config, whose file says)")
+	config := flag.String("config", "", "a nats-server configuration file to run (its listen, store_dir, http and cluster are replaced by the flags)")
 	flag.Parse()
-	if err := run(*listen, *store, *prof, !*lazy); err != nil {
+	if err := run(*listen, *store, *prof, *monitor, *config, !*lazy); err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, store, prof string, sync bool) error {
+func run(listen, store, prof, monitor, config string, sync bool) error {
 	if store == "" {
 		return fmt.Errorf("-store is required")
 	}
-	var profPort int
-	if prof != "" {
-		_, p, err := net.SplitHostPort(prof)
-		if err != nil {
-			return fmt.Errorf("-prof %q: %w", prof, err)
+	profPort, err := port("-prof", prof)
+	if err != nil {
+		return err
+	}
+	monHost, monPort := "", 0
+	if monitor != "" {
+		if monHost, _, err = net.SplitHostPort(monitor); err != nil {
+			return fmt.Errorf("-http %q: %w", monitor, err)
 		}
-		if profPort, err = strconv.Atoi(p); err != nil {
-			return fmt.Errorf("-prof %q: %w", prof, err)
+		if monPort, err = port("-http", monitor); err != nil {
+			return err
 		}
 	}
-	srv, err := natsserver.Start(natsserver.Config{
-		Listen: listen, StoreDir: store, Name: "leaf-bench",
-		Configure: func(o *server.Options) {
-			o.ProfPort = profPort
-			o.SyncAlways = sync
-		},
-	})
+	var srv *server.Server
+	if config != "" {
+		srv, err = startConfig(config, listen, store, func(o *server.Options) { o.HTTPHost, o.HTTPPort, o.ProfPort = monHost, monPort, profPort })
+	} else {
+		srv, err = natsserver.Start(natsserver.Config{
+			Listen: listen, StoreDir: store, Name: "leaf-bench",
+			Configure: func(o *server.Options) {
+				o.HTTPHost, o.HTTPPort, o.ProfPort = monHost, monPort, profPort
+				o.SyncAlways = sync
+			},
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -67,4 +84,49 @@ func run(listen, store, prof string, sync bool) error {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	return nil
+}
+
+// port is the port of hostport ("" is 0, none).
+func port(flagName, hostport string) (int, error) {
+	if hostport == "" {
+		return 0, nil
+	}
+	_, p, err := net.SplitHostPort(hostport)
+	if err == nil {
+		var n int
+		if n, err = strconv.Atoi(p); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%s %q: %w", flagName, hostport, err)
+}
+
+// startConfig starts the server of a configuration file on listen and
+// store, and waits until it accepts clients.
+func startConfig(config, listen, store string, configure func(*server.Options)) (*server.Server, error) {
+	o, err := server.ProcessConfigFile(config)
+	if err != nil {
+		return nil, err
+	}
+	host, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("-listen %q: %w", listen, err)
+	}
+	if o.Port, err = strconv.Atoi(p); err != nil {
+		return nil, fmt.Errorf("-listen %q: %w", listen, err)
+	}
+	o.Host, o.StoreDir = host, store
+	o.Cluster, o.Routes = server.ClusterOpts{}, nil
+	o.NoSigs, o.NoLog, o.DisableJetStreamBanner = true, true, true
+	configure(o)
+	srv, err := server.NewServer(o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config, err)
+	}
+	go srv.Start() // returns once the server runs; Shutdown stops it
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("%s: the server did not accept clients within 30s", config)
+	}
+	return srv, nil
 }
