@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/leaf-nats/leaf/kv"
@@ -347,6 +348,10 @@ func (c *Core) gates(o Observation, name string) {
 			c.snowflake = Unsure(conflict.Error())
 		}
 	}
+	if clash := regionClash(o.Peers, c.want.Region); clash != "" {
+		c.snowflake, c.segments = Unsure(clash), Unsure(clash)
+		return
+	}
 	info := o.Store.Info
 	switch {
 	case name == "":
@@ -356,7 +361,7 @@ func (c *Core) gates(o Observation, name string) {
 			segment.ErrStoreMoved, name, info.MovedTo, info.MovedAt.Format(time.RFC3339))
 	default:
 		c.segments = nil
-		if why := otherStore(o.Peers, name); why != "" {
+		if why := otherStore(o.Peers, name, c.want.Region); why != "" {
 			c.segments = Unsure(why)
 		}
 	}
@@ -398,11 +403,36 @@ func VendingWith(peers []Peer, id int, where string) *Conflict {
 
 // otherStore says which live vendor serves segments from another store
 // than name, "" when none.
-func otherStore(peers []Peer, name string) string {
+// Peers of other regions are passed over: each region serves the same
+// subjects from a store of its own, with IDs disjoint from the others'.
+func otherStore(peers []Peer, name, region string) string {
 	for _, p := range peers {
-		if s := p.Terms.Segments; s != "" && s != name && !p.SegmentsRefused {
+		if s := p.Terms.Segments; s != "" && s != name && !p.SegmentsRefused && p.Terms.Region == region {
 			return fmt.Sprintf("vendor %s serves the same segment subjects from %s, this one from %s: the same tags would hand out the same IDs; give both one store (vendor cluster show)",
 				p.Instance, s, name)
+		}
+	}
+	return ""
+}
+
+// regionClash says which live vendor of another region has this region's
+// number, or which vendor has this region's name with another number: two
+// regions with one number hand out the same IDs. "" when none does.
+func regionClash(peers []Peer, mine string) string {
+	name, id, ok := strings.Cut(mine, "/")
+	if !ok {
+		return ""
+	}
+	for _, p := range peers {
+		pname, pid, ok := strings.Cut(p.Terms.Region, "/")
+		switch {
+		case !ok:
+		case pname != name && pid == id:
+			return fmt.Sprintf("vendor %s of region %s has LEAF_REGION_ID %s, as this region %s has: two regions with one number hand out the same IDs; give each region its own LEAF_REGION_ID",
+				p.Instance, pname, id, name)
+		case pname == name && pid != id:
+			return fmt.Sprintf("vendor %s of region %s has LEAF_REGION_ID %s, this one %s: a region has one number; set the same LEAF_REGION_ID on every vendor of region %s",
+				p.Instance, name, pid, id, name)
 		}
 	}
 	return ""
@@ -412,8 +442,8 @@ func otherStore(peers []Peer, name string) string {
 // when none does.
 func disagreeing(peers []Peer, want Terms) string {
 	for _, p := range peers {
-		if !p.Worker.Held || p.Terms.Epoch == 0 {
-			continue
+		if !p.Worker.Held || p.Terms.Epoch == 0 || p.Terms.Region != want.Region {
+			continue // another region has a contract of its own
 		}
 		switch {
 		case p.Terms.Epoch != want.Epoch:

@@ -375,3 +375,41 @@ func TestClaimSettings(t *testing.T) {
 }
 
 func vendingUnavailable() error { return vending.ErrUnavailable }
+
+// Vendors of other regions, which answer the same subjects across a
+// supercluster's gateways, serve from stores of their own, claim worker IDs
+// of their own and record contracts of their own: none of it shuts a gate.
+// A vendor of another region with this region's number, or of this region
+// with another number, shuts both: two regions with one number hand out
+// the same IDs.
+func TestPeersOfOtherRegions(t *testing.T) {
+	regional := func(region, workers string) Terms {
+		tm := want
+		name, _, _ := strings.Cut(region, "/")
+		tm.Region, tm.WorkerIDs, tm.Segments = region, workers, KindKV+":"+name
+		return tm
+	}
+	w := newWorld(t)
+	w.core = NewCore(regional("east/0", "0-127"), KindKV, "me/1", 30*time.Second)
+	w.store = StoreReading{Info: segment.StoreInfo{ID: "east"}}
+	w.peers = []Peer{w.peer("west/1", regional("west/1", "128-255"), 130)}
+	if d := w.step(); d.Fatal != nil || d.Note != "" {
+		t.Fatalf("first check: %+v", d)
+	}
+	if err := errors.Join(w.core.Snowflake(), w.core.Segments()); err != nil {
+		t.Fatalf("a vendor of another region shut a gate: %v", err)
+	}
+	for _, tc := range []struct{ region, want string }{
+		{"west/0", "region west has LEAF_REGION_ID 0, as this region east has"},
+		{"east/1", "a region has one number"},
+	} {
+		w.peers = []Peer{w.peer("x/1", regional(tc.region, "128-255"), 130)}
+		w.now = w.now.Add(CheckEvery)
+		w.step()
+		for _, gate := range []error{w.core.Snowflake(), w.core.Segments()} {
+			if gate == nil || !strings.Contains(gate.Error(), tc.want) || !errors.Is(gate, vending.ErrUnavailable) {
+				t.Fatalf("a vendor of region %s: gate %v, want a 503 saying %q", tc.region, gate, tc.want)
+			}
+		}
+	}
+}
