@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,6 +144,29 @@ func kvStreamConfig(cfg jetstream.KeyValueConfig, firstSeq uint64) jetstream.Str
 		Discard:           jetstream.DiscardNew,
 		FirstSeq:          firstSeq,
 	}
+}
+
+// keysOf returns the keys of bucket that match filter (a subject pattern
+// of keys, ">" for all), as the stream's subjects name them: a stream info
+// request, answered by the stream's leader with no consumer and no meta
+// leader. A deleted key may be among them (its delete marker): a get
+// tells.
+func keysOf(ctx context.Context, js jetstream.JetStream, bucket, filter string) ([]string, error) {
+	stream, err := js.Stream(ctx, streamOf(bucket))
+	if err != nil {
+		return nil, fmt.Errorf("kv: stream of bucket %s: %w", bucket, err)
+	}
+	prefix := "$KV." + bucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
+	if err != nil {
+		return nil, fmt.Errorf("kv: keys of bucket %s: %w", bucket, err)
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subject, prefix))
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // bucketGone reports whether err says that a bucket's stream no longer

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -265,6 +264,7 @@ type claimer struct {
 	value          []byte
 	where          string // the leases bucket and its JetStream
 	bucket         string // the leases bucket
+	js             jetstream.JetStream
 }
 
 func newClaimer(ctx context.Context, js JS, c LeaseConfig) (*claimer, error) {
@@ -294,7 +294,7 @@ func newClaimer(ctx context.Context, js JS, c LeaseConfig) (*claimer, error) {
 		}
 	}
 	return &claimer{
-		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value, where: where, bucket: js.Workers,
+		cfg: c, leases: leases, clocks: clocks, ttl: ttl, value: value, where: where, bucket: js.Workers, js: js,
 		fresh: info.Created.Add(max(ttl, c.LongestLease) + c.ClockAhead).Sub(now),
 	}, nil
 }
@@ -302,21 +302,18 @@ func newClaimer(ctx context.Context, js JS, c LeaseConfig) (*claimer, error) {
 // held returns the worker IDs whose lease keys exist, as far as a bounded
 // listing finds them: a hint that saves a Create per held ID.
 func (cl *claimer) held(ctx context.Context) (map[int]bool, error) {
-	return heldIDs(ctx, cl.leases)
+	return heldIDs(ctx, cl.js, cl.bucket)
 }
 
-func heldIDs(ctx context.Context, leases jetstream.KeyValue) (map[int]bool, error) {
+// heldIDs returns the worker IDs whose lease keys exist in bucket, as far
+// as a listing bounded by listTimeout finds them: a hint (Create decides).
+func heldIDs(ctx context.Context, js jetstream.JetStream, bucket string) (map[int]bool, error) {
 	taken := map[int]bool{}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	keys, err := leases.ListKeys(lctx)
+	err := eachKey(lctx, js, bucket, func(id int, _ jetstream.KeyValueEntry) { taken[id] = true })
 	if err != nil {
-		return taken, ctx.Err() // only the caller's end is an error
-	}
-	for k := range keys.Keys() {
-		if id, err := strconv.Atoi(strings.TrimPrefix(k, "worker.")); err == nil {
-			taken[id] = true
-		}
+		return map[int]bool{}, ctx.Err() // only the caller's end is an error
 	}
 	return taken, nil
 }
@@ -325,14 +322,14 @@ func heldIDs(ctx context.Context, leases jetstream.KeyValue) (map[int]bool, erro
 // listing bounded to a few seconds finds them; none when the bucket does
 // not exist.
 func HeldWorkerIDs(ctx context.Context, js JS) (map[int]bool, error) {
-	leases, err := js.KeyValue(ctx, js.Workers)
+	_, err := js.KeyValue(ctx, js.Workers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return map[int]bool{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kv: open bucket %s: %w", js.Workers, err)
 	}
-	return heldIDs(ctx, leases)
+	return heldIDs(ctx, js, js.Workers)
 }
 
 // try claims worker ID id if its last timestamp is at most wait ahead of the

@@ -366,20 +366,7 @@ func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, []
 
 // keys returns every key of the bucket, as the stream's subjects name them.
 func (s *SegmentStore) keys(ctx context.Context) ([]string, error) {
-	stream, err := s.js.Stream(ctx, streamOf(s.js.Segments))
-	if err != nil {
-		return nil, fmt.Errorf("kv: stream of bucket %s: %w", s.kv.Bucket(), err)
-	}
-	prefix := "$KV." + s.kv.Bucket() + "."
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
-	if err != nil {
-		return nil, fmt.Errorf("kv: subjects of bucket %s: %w", s.kv.Bucket(), err)
-	}
-	keys := make([]string, 0, len(info.State.Subjects))
-	for subject := range info.State.Subjects {
-		keys = append(keys, strings.TrimPrefix(subject, prefix))
-	}
-	return keys, nil
+	return keysOf(ctx, s.js, s.kv.Bucket(), ">")
 }
 
 // Create adds r; a MaxID of 0 starts the tag at 1.

@@ -73,7 +73,10 @@ func Workers(ctx context.Context, js JS) ([]WorkerRecord, error) {
 	return out, nil
 }
 
-// eachKey calls f with every worker ID key of bucket.
+// eachKey calls f with every worker ID key of bucket. It finds the keys in
+// the stream's subjects and reads each with a direct get: no consumer, so
+// that it works while the JetStream has no meta leader (a supercluster
+// split by a partition), as everything on the serving path must.
 func eachKey(ctx context.Context, js jetstream.JetStream, bucket string, f func(id int, e jetstream.KeyValueEntry)) error {
 	b, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -82,24 +85,25 @@ func eachKey(ctx context.Context, js jetstream.JetStream, bucket string, f func(
 	if err != nil {
 		return fmt.Errorf("kv: open bucket %s: %w", bucket, err)
 	}
-	w, err := b.WatchAll(ctx, jetstream.IgnoreDeletes())
+	keys, err := keysOf(ctx, js, bucket, "worker.>")
 	if err != nil {
-		return fmt.Errorf("kv: list bucket %s: %w", bucket, err)
+		return err
 	}
-	defer w.Stop()
-	for {
-		select {
-		case e := <-w.Updates():
-			if e == nil {
-				return nil
-			}
-			if id, err := strconv.Atoi(strings.TrimPrefix(e.Key(), "worker.")); err == nil {
-				f(id, e)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("kv: list bucket %s: %w", bucket, ctx.Err())
+	for _, k := range keys {
+		id, err := strconv.Atoi(strings.TrimPrefix(k, "worker."))
+		if err != nil {
+			continue
 		}
+		e, err := b.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			continue // deleted, or expired, since
+		case err != nil:
+			return fmt.Errorf("kv: read %s %s: %w", bucket, k, err)
+		}
+		f(id, e)
 	}
+	return nil
 }
 
 // ErrPlausible is returned by ResetWorker for a last timestamp that can be
