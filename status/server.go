@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/leaf-nats/leaf/vending"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
@@ -111,7 +113,7 @@ func OpenServer(c ServerConfig) (*Server, error) {
 func (hs *Server) route(rw http.ResponseWriter, r *http.Request) {
 	if healthOnly(r.Context()) {
 		rw.Header().Set("Connection", "close")
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		if r.URL.Path != "/healthz" && !strings.HasPrefix(r.URL.Path, "/readyz") {
 			rw.Header().Set("Retry-After", "1")
 			http.Error(rw, "busy: every connection is serving a request; only /healthz and /readyz are answered", http.StatusServiceUnavailable)
 			return
@@ -156,6 +158,7 @@ func (hs *Server) Serve(h Handlers) {
 		fmt.Fprintln(rw, "ok")
 	})
 	mux.HandleFunc("GET /readyz", h.State.serveReady)
+	mux.HandleFunc("GET /readyz/{mode}", h.State.serveReady)
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 		rw.Write(statusPage)
@@ -224,8 +227,24 @@ func (hs *Server) Addr() string { return hs.addr }
 // serveReady is /readyz: 200 while the vendor can vend, else 503 and why.
 // It reads no tag while the store answers, so that probes cost the same
 // whatever the number of tags.
-func (v *State) serveReady(rw http.ResponseWriter, _ *http.Request) {
+//
+// /readyz/snowflake and /readyz/segment say it of one mode: a vendor may
+// serve segments while it claims a worker ID, and a vendor of a region
+// leaves the queue group of a mode it cannot serve.
+func (v *State) serveReady(rw http.ResponseWriter, r *http.Request) {
 	s := v.readiness()
+	switch r.PathValue("mode") {
+	case "":
+	case vending.ModeSnowflake:
+		serveModeReady(rw, s.Modes.Snowflake)
+		return
+	case vending.ModeSegment:
+		serveModeReady(rw, s.Modes.Segments)
+		return
+	default:
+		http.Error(rw, "no such mode: use /readyz, /readyz/snowflake or /readyz/segment", http.StatusNotFound)
+		return
+	}
 	if !s.Ready {
 		http.Error(rw, "not ready: "+s.NotReady, http.StatusServiceUnavailable)
 		return
@@ -241,6 +260,16 @@ func (v *State) serveReady(rw http.ResponseWriter, _ *http.Request) {
 	if s.Segments.LastRewind != "" {
 		fmt.Fprintln(rw, "note: "+s.Segments.LastRewind)
 	}
+}
+
+// serveModeReady answers whether one mode is served: why not is "" when
+// it is.
+func serveModeReady(rw http.ResponseWriter, why string) {
+	if why != "" {
+		http.Error(rw, "not ready: "+why, http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(rw, "ready")
 }
 
 func writeJSON(rw http.ResponseWriter, v any) {

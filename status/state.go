@@ -100,11 +100,14 @@ const RewindShown = 10 * time.Minute
 
 // Status is one vendor's state as JSON.
 type Status struct {
-	Instance string        `json:"instance"`
-	Started  time.Time     `json:"started"`
-	Now      time.Time     `json:"now"`
-	Ready    bool          `json:"ready"`
-	NotReady string        `json:"not_ready,omitempty"` // why not, for people
+	Instance string    `json:"instance"`
+	Started  time.Time `json:"started"`
+	Now      time.Time `json:"now"`
+	Ready    bool      `json:"ready"`
+	NotReady string    `json:"not_ready,omitempty"` // why not, for people
+	// Modes says, for each mode, why the vendor cannot serve it ("" when
+	// it can): a vendor may serve segments while it claims a worker ID.
+	Modes    ModeReadiness `json:"modes"`
 	NATS     bool          `json:"nats_connected"`
 	Contract ContractState `json:"contract"`
 	Worker   WorkerStatus  `json:"worker"`
@@ -250,8 +253,7 @@ func (v *State) Snapshot(withRows bool) Status {
 		s.Segments.Rows, s.Segments.RowsErr = v.storeRows()
 		s.Requests = v.src.Requests.counts()
 	}
-	s.NotReady = notReady(s, ks, buffered)
-	s.Ready = s.NotReady == ""
+	s.setReady(ks, buffered)
 	return s
 }
 
@@ -263,9 +265,15 @@ func (v *State) readiness() Status {
 	if !s.Segments.StoreUp {
 		_, buffered = v.tags()
 	}
-	s.NotReady = notReady(s, ks, buffered)
-	s.Ready = s.NotReady == ""
+	s.setReady(ks, buffered)
 	return s
+}
+
+// Modes returns which modes the vendor can serve now (vending.Readiness):
+// a vendor of a region that cannot serve one leaves its queue group.
+func (v *State) Modes() (snowflake, segments bool) {
+	m := v.readiness().Modes
+	return m.Snowflake == "", m.Segments == ""
 }
 
 // head is the state but for its tags, and the worker-ID keeper's status.
@@ -328,12 +336,46 @@ func (v *State) tags() (out []tagStatus, buffered bool) {
 	return out, buffered
 }
 
-// notReady says why the vendor cannot vend, or "".
-func notReady(s Status, ks workerid.Status, buffered bool) string {
+// ModeReadiness says why each mode cannot be served, "" when it can.
+type ModeReadiness struct {
+	Snowflake string `json:"snowflake,omitempty"`
+	Segments  string `json:"segments,omitempty"`
+}
+
+// setReady decides what the vendor can serve: ready when it can serve both
+// modes, with why not for each that it cannot.
+func (s *Status) setReady(ks workerid.Status, buffered bool) {
+	s.Modes = ModeReadiness{Snowflake: snowflakeNotReady(*s, ks), Segments: segmentsNotReady(*s, buffered)}
+	switch m := s.Modes; {
+	case m.Snowflake != "" && m.Snowflake == m.Segments:
+		s.NotReady = m.Snowflake
+	case m.Snowflake != "" && m.Segments != "":
+		s.NotReady = m.Snowflake + "; " + m.Segments
+	default:
+		s.NotReady = m.Snowflake + m.Segments
+	}
+	s.Ready = s.NotReady == ""
+}
+
+// segmentsNotReady says why the vendor cannot serve segments, or "".
+func segmentsNotReady(s Status, buffered bool) string {
 	switch {
 	case !s.NATS:
 		return "NATS connection down"
-	case !s.Worker.Held || !time.Now().Before(ks.Deadline):
+	case s.Contract.Refused != "":
+		return "segments refused: " + s.Contract.Refused
+	case !s.Segments.StoreUp && !buffered:
+		return "segment store unreachable and no buffered segments"
+	}
+	return ""
+}
+
+// snowflakeNotReady says why the vendor cannot serve snowflake IDs, or "".
+func snowflakeNotReady(s Status, ks workerid.Status) string {
+	switch {
+	case !s.NATS:
+		return "NATS connection down"
+	case !s.Worker.Held || !s.Now.Before(ks.Deadline):
 		why := "no worker-ID lease held"
 		if ks.Waiting != "" {
 			why += ": " + ks.Waiting
@@ -346,10 +388,6 @@ func notReady(s Status, ks workerid.Status, buffered bool) string {
 		return why
 	case s.Contract.SnowflakeRefused != "":
 		return "snowflake refused: " + s.Contract.SnowflakeRefused
-	case s.Contract.Refused != "":
-		return "segments refused: " + s.Contract.Refused
-	case !s.Segments.StoreUp && !buffered:
-		return "segment store unreachable and no buffered segments"
 	}
 	return ""
 }

@@ -22,12 +22,39 @@ func TestNotReadyCountsDown(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	s := Status{Now: now, NATS: true}
 	ks := workerid.Status{Waiting: "worker ID 7 has no recorded last timestamp", WaitingUntil: now.Add(7200 * time.Millisecond)}
-	if got := notReady(s, ks, false); !strings.HasSuffix(got, "worker ID 7 has no recorded last timestamp (7.2s left)") {
-		t.Fatalf("notReady = %q", got)
+	if got := snowflakeNotReady(s, ks); !strings.HasSuffix(got, "worker ID 7 has no recorded last timestamp (7.2s left)") {
+		t.Fatalf("snowflakeNotReady = %q", got)
 	}
 	ks.WaitingUntil = time.Time{}
-	if got := notReady(s, ks, false); strings.Contains(got, "left") {
+	if got := snowflakeNotReady(s, ks); strings.Contains(got, "left") {
 		t.Fatalf("with no end known: %q", got)
+	}
+}
+
+// Each mode's readiness is its own: a vendor claiming a worker ID serves
+// segments, one whose store is down with no buffers serves snowflake IDs;
+// it is ready when it serves both.
+func TestReadinessPerMode(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	held := workerid.Status{Held: true, Deadline: now.Add(time.Hour)}
+	for _, tc := range []struct {
+		name               string
+		s                  Status
+		ks                 workerid.Status
+		snowflake, segment bool
+	}{
+		{"both", Status{Now: now, NATS: true, Worker: WorkerStatus{Held: true}, Segments: segmentStatus{StoreUp: true}}, held, true, true},
+		{"claiming", Status{Now: now, NATS: true, Segments: segmentStatus{StoreUp: true}}, workerid.Status{}, false, true},
+		{"store down", Status{Now: now, NATS: true, Worker: WorkerStatus{Held: true}}, held, true, false},
+		{"NATS down", Status{Now: now, Worker: WorkerStatus{Held: true}, Segments: segmentStatus{StoreUp: true}}, held, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.setReady(tc.ks, false)
+			if (s.Modes.Snowflake == "") != tc.snowflake || (s.Modes.Segments == "") != tc.segment || s.Ready != (tc.snowflake && tc.segment) {
+				t.Fatalf("modes %+v, ready %v (%q)", s.Modes, s.Ready, s.NotReady)
+			}
+		})
 	}
 }
 

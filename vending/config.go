@@ -114,6 +114,12 @@ type Config struct {
 	// 429. 0: no bound.
 	RequesterRateLimit float64
 	RequesterRateBurst int
+	// Readiness, when set, says which modes the vendor can serve: the
+	// service leaves the queue group of one it has not been able to serve
+	// for LeaveAfter, so that NATS sends its requests to vendors that can
+	// (in a supercluster, in another region), and joins it again once it
+	// can. Nil: it answers every mode, 503 when it cannot.
+	Readiness Readiness
 	// Logger receives subscription errors and internal errors. Default:
 	// discard.
 	Logger *slog.Logger

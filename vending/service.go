@@ -30,18 +30,21 @@ const (
 
 // Service answers ID requests as the micro service "leaf".
 type Service struct {
-	cfg Config
-	nc  *nats.Conn
-	svc micro.Service
-	log *slog.Logger
-	obs Observer
-	wg  sync.WaitGroup // goroutines of slow segment requests
+	cfg  Config
+	nc   *nats.Conn
+	mc   micro.Config // of every micro service it adds
+	log  *slog.Logger
+	obs  Observer
+	wg   sync.WaitGroup // goroutines of requests served later, and the readiness loop
+	stop chan struct{}  // closed by Close: ends the readiness loop
 	// ctx bounds slow segment requests; Stop cancels it once they are done.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // orders wg.Add against Stop
+	mu       sync.Mutex // orders wg.Add against Stop; guards svc and serving
 	stopping bool
+	svc      micro.Service // nil while it serves no mode
+	serving  Modes
 
 	replies *Replies
 	bulk    *bulkLane   // large snowflake batches
@@ -60,8 +63,21 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 	}
 	s := &Service{cfg: c, nc: nc, log: c.Logger, obs: c.Observer, replies: NewReplies(c.ReplyPrefixes, c.OwnInboxes),
 		bulk: newBulkLane(c.Layout.MaxSequence() + 1), reqs: newRequesters(c.RequesterRateLimit, c.RequesterRateBurst),
-		unknown: newRequesters(unknownTagRate, unknownTagBurst)}
+		unknown: newRequesters(unknownTagRate, unknownTagBurst), stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mc = s.microConfig()
+	if err := s.serve(Modes{Snowflake: c.Snowflake != nil, Segments: c.Segments != nil}); err != nil {
+		return nil, err
+	}
+	if c.Readiness != nil {
+		s.wg.Go(s.followReadiness)
+	}
+	return s, nil
+}
+
+// microConfig is the micro service's configuration.
+func (s *Service) microConfig() micro.Config {
+	c := s.cfg
 	meta := map[string]string{
 		MetaMaxBatch:      strconv.Itoa(c.MaxBatch),
 		MetaMaxRangeBatch: strconv.Itoa(c.MaxRangeBatch),
@@ -88,22 +104,55 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 	if c.Stats != nil {
 		mc.StatsHandler = func(e *micro.Endpoint) any { return c.Stats(e.Name) }
 	}
-	svc, err := micro.AddService(nc, mc)
+	return mc
+}
+
+// serve answers the modes m asks for, from now on: a new micro service
+// with their endpoints replaces the one before (micro cannot remove an
+// endpoint), which drains after the new one is up, so that every request
+// it received is answered and none finds no responder meanwhile. Open and
+// the readiness loop call it, one at a time.
+func (s *Service) serve(m Modes) error {
+	var svc micro.Service
+	if m.Snowflake || m.Segments || s.cfg.Snowflake != nil {
+		var err error
+		if svc, err = s.addService(m); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	old := s.svc
+	if s.stopping {
+		old = svc // Close stopped the one before
+	} else {
+		s.svc, s.serving = svc, m
+	}
+	s.mu.Unlock()
+	if old != nil {
+		if err := old.Stop(); err != nil {
+			s.log.Warn("stopping the micro service before", "err", err)
+		}
+	}
+	return nil
+}
+
+// addService adds a micro service with the endpoints of modes m.
+func (s *Service) addService(m Modes) (micro.Service, error) {
+	svc, err := micro.AddService(s.nc, s.mc)
 	if err != nil {
 		return nil, fmt.Errorf("vending: add micro service: %w", err)
 	}
-	s.svc = svc
-	if err := s.addEndpoints(); err != nil {
+	if err := s.addEndpoints(svc, m); err != nil {
 		svc.Stop()
 		return nil, err
 	}
 	// The subscriptions are live once the server has them: flush, so that
 	// the caller's next request (on any connection) finds a responder.
-	if err := nc.Flush(); err != nil {
+	if err := s.nc.Flush(); err != nil {
 		svc.Stop()
 		return nil, fmt.Errorf("vending: flush subscriptions: %w", err)
 	}
-	return s, nil
+	return svc, nil
 }
 
 // Endpoint names, as micro stats and info show them.
@@ -113,19 +162,21 @@ const (
 	EndpointSegment   = "segment"
 )
 
-func (s *Service) addEndpoints() error {
+func (s *Service) addEndpoints(svc micro.Service, m Modes) error {
 	p, c := s.cfg.Prefix, s.cfg
 	count := fmt.Sprintf("empty for one ID, or an ASCII decimal count from 1 to %d", c.MaxBatch)
 	ids := "the IDs in ascending order, in the encoding the " + EncodingHeader + " header asks for"
-	if c.Snowflake != nil {
+	if c.Snowflake != nil && m.Snowflake {
 		sf := &snowflakeHandler{s: s, src: c.Snowflake}
-		if err := s.svc.AddEndpoint(EndpointSnowflake, s.guard(ModeSnowflake, sf), micro.WithEndpointSubject(p+".snowflake"), micro.WithEndpointMetadata(map[string]string{
+		if err := svc.AddEndpoint(EndpointSnowflake, s.guard(ModeSnowflake, sf), micro.WithEndpointSubject(p+".snowflake"), micro.WithEndpointMetadata(map[string]string{
 			"request": count, "reply": ids, MetaMaxBatch: strconv.Itoa(c.MaxBatch),
 			"errors": "503 while the worker-ID lease is not held or the clock is behind",
 		})); err != nil {
 			return fmt.Errorf("vending: add snowflake endpoint: %w", err)
 		}
-		if err := s.svc.AddEndpoint(EndpointDecode, s.guard(ModeDecode, micro.HandlerFunc(s.decode)), micro.WithEndpointSubject(p+".snowflake.decode"), micro.WithEndpointMetadata(map[string]string{
+	}
+	if c.Snowflake != nil { // decoding needs no state: always served
+		if err := svc.AddEndpoint(EndpointDecode, s.guard(ModeDecode, micro.HandlerFunc(s.decode)), micro.WithEndpointSubject(p+".snowflake.decode"), micro.WithEndpointMetadata(map[string]string{
 			"request":  "one snowflake ID as an ASCII decimal",
 			"reply":    `JSON {"id","time","timestamp_ms","worker_id","sequence","layout"}; the id is a string`,
 			"epoch":    strconv.FormatInt(c.Epoch, 10),
@@ -134,9 +185,9 @@ func (s *Service) addEndpoints() error {
 			return fmt.Errorf("vending: add decode endpoint: %w", err)
 		}
 	}
-	if c.Segments != nil {
+	if c.Segments != nil && m.Segments {
 		sg := &segmentHandler{s: s, src: c.Segments, prefix: p + ".segment."}
-		if err := s.svc.AddEndpoint(EndpointSegment, s.guard(ModeSegment, sg), micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
+		if err := svc.AddEndpoint(EndpointSegment, s.guard(ModeSegment, sg), micro.WithEndpointSubject(p+".segment.>"), micro.WithEndpointMetadata(map[string]string{
 			"subject":         p + ".segment.<tag>: a tag of " + segment.TagSyntax + " (vendor tags add <tag>)",
 			"request":         count + fmt.Sprintf(" (to %d in the %s encoding)", c.MaxRangeBatch, EncodingRanges),
 			"reply":           ids,
@@ -155,10 +206,15 @@ func (s *Service) addEndpoints() error {
 // wait).
 func (s *Service) Close(context.Context) error {
 	defer s.cancel()
+	close(s.stop)
 	s.mu.Lock()
 	s.stopping = true
+	svc := s.svc
 	s.mu.Unlock()
-	err := s.svc.Stop()
+	var err error
+	if svc != nil {
+		err = svc.Stop()
+	}
 	s.wg.Wait()
 	return err
 }

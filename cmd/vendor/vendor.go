@@ -270,6 +270,12 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 	sf := v.guard.Snowflake(v.keeper)
 	layout, _ := cfg.layout() // checked by validate
 	var err error
+	// A vendor of a region leaves a mode it cannot serve, for the regions
+	// that can; alone, it stays and answers 503, which says why.
+	var readiness vending.Readiness
+	if _, ok, _ := cfg.region(); ok {
+		readiness = state
+	}
 	v.svc, err = vending.Open(v.svcConn, vending.Config{
 		Prefix:        cfg.SubjectPrefix,
 		QueueGroup:    cfg.QueueGroup,
@@ -288,6 +294,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
 		Logger:        v.log,
 
+		Readiness:          readiness,
 		RequesterRateLimit: cfg.RequesterRateLimit,
 		RequesterRateBurst: cfg.RequesterRateBurst,
 	})
