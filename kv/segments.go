@@ -52,6 +52,7 @@ type segmentRow struct {
 	Deleted     bool      `json:"deleted,omitempty"`
 	MovedTo     string    `json:"moved_to,omitempty"`
 	Strict      bool      `json:"strict,omitempty"`
+	Home        string    `json:"home,omitempty"`
 }
 
 // storeKey holds the store's identity (storeRecord). It is no tag: tags
@@ -235,7 +236,7 @@ func (s *SegmentStore) Return(ctx context.Context, tag string, from, to int64) (
 var _ segment.Returner = (*SegmentStore)(nil)
 
 func (r segmentRow) row(tag string) segment.Row {
-	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted, Strict: r.Strict}
+	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted, Strict: r.Strict, Home: r.Home}
 }
 
 // Tags lists every tag, ordered, with its mode. A tag whose row is corrupt
@@ -376,7 +377,7 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
-	row := segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Updated: time.Now().UTC(), Strict: r.Strict}
+	row := segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Updated: time.Now().UTC(), Strict: r.Strict, Home: r.Home}
 	v, err := json.Marshal(row)
 	if err != nil {
 		return err
@@ -427,9 +428,12 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 }
 
 // SetStrict makes tag strict, or normal again.
-func (s *SegmentStore) SetStrict(ctx context.Context, tag string, strict bool) error {
+func (s *SegmentStore) SetStrict(ctx context.Context, tag string, strict bool, home string) error {
 	_, err := s.update(ctx, tag, func(r *segmentRow) error {
-		r.Strict = strict
+		r.Strict, r.Home = strict, home
+		if !strict {
+			r.Home = ""
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, segment.ErrUnknownTag) {
@@ -620,14 +624,14 @@ func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 		case errors.Is(err, segment.ErrUnknownTag), errors.As(err, &bad):
 			// A corrupt row is written anew, at its revision: r says
 			// where the tag's IDs are to go on.
-			row = segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Deleted: r.Retired, Strict: r.Strict && !r.Retired}
+			row = segmentRow{MaxID: max(r.MaxID, 1), Step: r.Step, Description: r.Description, Deleted: r.Retired, Strict: r.Strict && !r.Retired, Home: r.Home}
 			if r.Retired && bad != nil {
 				row.Step = 1 // a deleted tag's row keeps no step of its own
 			}
 		case err != nil:
 			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
 		case row.Deleted && !r.Retired:
-			row = segmentRow{MaxID: max(old.MaxID, r.MaxID, 1), Step: r.Step, Description: r.Description, MovedTo: old.MovedTo, Strict: r.Strict}
+			row = segmentRow{MaxID: max(old.MaxID, r.MaxID, 1), Step: r.Step, Description: r.Description, MovedTo: old.MovedTo, Strict: r.Strict, Home: r.Home}
 		case row.MaxID >= r.MaxID:
 			return nil
 		default:

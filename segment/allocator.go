@@ -152,8 +152,9 @@ type Allocator struct {
 	ctx    context.Context // cancelled by Close; parent of every store call
 	cancel context.CancelFunc
 
-	tags atomic.Pointer[tagSet] // replaced, never mutated: readers take no lock
-	live sync.Map               // tag -> *buffer, for the known tags asked for since they were listed
+	tags  atomic.Pointer[tagSet] // replaced, never mutated: readers take no lock
+	live  sync.Map               // tag -> *buffer, for the known tags asked for since they were listed
+	homes sync.Map               // tag -> the home region of a strict tag, as last read
 
 	mu     sync.Mutex           // guards absent and replacing tags
 	absent map[string]time.Time // tags the store was found without, and when
@@ -337,6 +338,24 @@ func (a *Allocator) TakeRanges(ctx context.Context, tag string, dst []ids.Range,
 // are below it, so that the next IDs are above it too.
 func (a *Allocator) TakeStrict(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error) {
 	return a.take(ctx, tag, dst, n, true)
+}
+
+// Home returns the home region of a strict tag (Row.Home), as last read
+// from the store: "" with no regions, or for a normal tag.
+func (a *Allocator) Home(tag string) string {
+	if h, ok := a.homes.Load(tag); ok {
+		return h.(string)
+	}
+	return ""
+}
+
+// noteHome records a row's home region.
+func (a *Allocator) noteHome(r Row) {
+	if r.Strict && r.Home != "" {
+		a.homes.Store(r.Tag, r.Home)
+	} else {
+		a.homes.Delete(r.Tag)
+	}
 }
 
 // IsStrict reports whether tag is strict, as last read from the store,
@@ -555,6 +574,10 @@ func (a *Allocator) load(b *buffer, l *call, step int64, started time.Time, gen 
 	cancel()
 	took := a.opt.Now().Sub(started)
 
+	if err == nil {
+		row.Tag = b.tag
+		a.noteHome(row)
+	}
 	b.mu.Lock()
 	if b.loading == l {
 		b.loading = nil

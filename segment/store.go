@@ -53,6 +53,10 @@ type Row struct {
 	// its IDs increase across the whole cluster (package strict). It is
 	// kept beside Leaf's columns; a row without it is a normal tag.
 	Strict bool
+	// Home is a strict tag's home region (LEAF_REGION): only vendors of
+	// that region lead it, so that its IDs are ordered across every
+	// region; "" with no regions.
+	Home string
 	// Allocated is, in a row Alloc returns, how many IDs it allocated:
 	// [MaxID-Allocated, MaxID). It is the step asked for, or fewer when the
 	// tag's IDs run out (the last segment is what is left below the
@@ -107,9 +111,9 @@ type AdminStore interface {
 	List(ctx context.Context) ([]Row, error)
 	// SetStep changes a row's step; ErrUnknownTag when absent.
 	SetStep(ctx context.Context, tag string, step int64) error
-	// SetStrict makes a tag strict or normal; ErrUnknownTag when
-	// absent.
-	SetStrict(ctx context.Context, tag string, strict bool) error
+	// SetStrict makes a tag strict, with home its home region ("" with
+	// no regions), or normal; ErrUnknownTag when absent.
+	SetStrict(ctx context.Context, tag string, strict bool, home string) error
 	// Delete removes a row; ErrUnknownTag when absent.
 	Delete(ctx context.Context, tag string) error
 	// Info returns the store's identity (recording one the first time)

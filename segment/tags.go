@@ -75,6 +75,8 @@ func (a *Allocator) find(tag string) (*buffer, error) {
 		return nil, fmt.Errorf("%w: tag %q is not cached and the store cannot look it up: %w", ErrUnavailable, tag, err)
 	}
 	a.storeOK()
+	row.Tag = tag
+	a.noteHome(row)
 	b := &buffer{tag: tag}
 	b.strict.Store(row.Strict)
 	v, _ := a.live.LoadOrStore(tag, b)
@@ -164,6 +166,7 @@ func (a *Allocator) list(ctx context.Context) error {
 			continue
 		}
 		known[r.Tag] = r.Strict
+		a.noteHome(r)
 	}
 	a.tags.Store(&tagSet{known: known, listed: started})
 	a.live.Range(func(tag, v any) bool {

@@ -32,6 +32,8 @@ type strictSource struct {
 
 func (s *strictSource) Restart(string) {}
 
+func (s *strictSource) Home(string) string { return "" }
+
 func (s *strictSource) TryTakeStrict(_ string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

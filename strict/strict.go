@@ -71,6 +71,8 @@ var (
 
 // Source is where a leader takes a strict tag's IDs: segment.Allocator.
 type Source interface {
+	// Home is a strict tag's home region (segment.Row.Home).
+	Home(tag string) string
 	Restart(tag string)
 	TryTakeStrict(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error)
 	TakeStrict(ctx context.Context, tag string, dst []ids.Range, n int64) ([]ids.Range, error)
@@ -139,6 +141,12 @@ type Config struct {
 	// clock the Leases measure deadlines on. Nil: lease.Timers(nil), the
 	// system's.
 	Clock lease.Clock
+	// Region is this vendor's region (LEAF_REGION), "" with none: with
+	// regions, only the vendors of a strict tag's home region lead it, so
+	// that one leader orders its IDs across every region; the others
+	// forward to it, and answer 503 naming the home region when no leader
+	// answers (a partition between regions).
+	Region string
 	// Logger receives leadership taken and lost. Default: discard.
 	Logger *slog.Logger
 }
@@ -258,6 +266,9 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 	if !errors.Is(err, ErrNoLeader) {
 		return rs, err
 	}
+	if err := ls.mayLead(tag); err != nil {
+		return dst, err
+	}
 	l, err := ls.takeLead(ctx, tag)
 	if errors.Is(err, ErrLedElsewhere) {
 		// Taken a moment ago by another vendor, or held by one that does
@@ -268,6 +279,21 @@ func (ls *Leaders) Take(ctx context.Context, tag string, dst []ids.Range, n int6
 		return dst, err
 	}
 	return ls.serve(ctx, l, dst, n)
+}
+
+// mayLead says why this vendor may not lead tag, nil when it may: with
+// regions, only the vendors of the tag's home region do.
+func (ls *Leaders) mayLead(tag string) error {
+	home := ls.cfg.Source.Home(tag)
+	switch {
+	case ls.cfg.Region == "" || home == ls.cfg.Region:
+		return nil
+	case home == "":
+		return fmt.Errorf("%w: strict tag %q has no home region, so no region leads it: set it in the region that should, with vendor tags set-strict %s",
+			segment.ErrUnavailable, tag, tag)
+	}
+	return fmt.Errorf("%w: strict tag %q is led by its home region %s, which this vendor (region %s) cannot reach now: ask again, or ask region %s",
+		segment.ErrUnavailable, tag, home, ls.cfg.Region, home)
 }
 
 // noteAnswer records when the tag's leader answered a Forward with IDs and

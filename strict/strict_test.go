@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -612,6 +613,8 @@ func (f nowFunc) Now() time.Time { return f() }
 type nopSource struct{}
 
 func (nopSource) Restart(string) {}
+
+func (nopSource) Home(string) string { return "" }
 func (nopSource) TryTakeStrict(_ string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	return append(dst, ids.Range{First: 1, Count: n}), true, nil
 }
@@ -662,5 +665,41 @@ func TestConcurrentFirstRequestsShareOneLead(t *testing.T) {
 	}
 	if n := leads.Load(); n != 1 {
 		t.Errorf("%d leads taken, want 1", n)
+	}
+}
+
+// homeSource is a source whose tags are all of home region east.
+type homeSource struct{ nopSource }
+
+func (homeSource) Home(string) string { return "east" }
+
+// With regions, only the vendors of a strict tag's home region lead it: a
+// vendor of another region that finds no leader answering answers 503
+// naming the home region, and takes no lease.
+func TestOnlyTheHomeRegionLeads(t *testing.T) {
+	var leases atomic.Int64
+	for _, region := range []string{"west", "east"} {
+		ls, err := strict.Open(strict.Config{
+			Source: homeSource{},
+			Leases: leaseFunc(func(context.Context, string) (strict.Lease, time.Time, error) {
+				leases.Add(1)
+				return nopLease{time.Now}, time.Time{}, nil
+			}),
+			Transport: forwardFunc(func(_ context.Context, _ string, dst []ids.Range, _ int64) ([]ids.Range, bool, error) {
+				return dst, false, strict.ErrNoLeader
+			}),
+			Region: region,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ls.Take(t.Context(), "ledger", nil, 1)
+		switch {
+		case region == "west" && (!errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "home region east") || leases.Load() != 0):
+			t.Fatalf("a vendor of region west: %v, %d leases taken; want a 503 naming east and none", err, leases.Load())
+		case region == "east" && (err != nil || leases.Load() != 1):
+			t.Fatalf("a vendor of the home region: %v, %d leases taken; want it to lead", err, leases.Load())
+		}
+		ls.Close(context.Background())
 	}
 }

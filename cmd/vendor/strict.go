@@ -52,7 +52,7 @@ func (v *vendor) openStrict(ctx context.Context, js kv.JS, fc strict.ForwarderCo
 	if err != nil {
 		return nil, err
 	}
-	sc := strict.Config{Source: alloc, Leases: leaders, Transport: f, Clock: lease.Timers(clock), Logger: log}
+	sc := strict.Config{Source: alloc, Leases: leaders, Transport: f, Clock: lease.Timers(clock), Logger: log, Region: cfg.Region}
 	if nc.ConnectedClusterName() == "" { // as the worker-ID keeper's fence
 		sc.Fence = reconnects{nc}
 	}

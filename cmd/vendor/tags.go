@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,10 +16,10 @@ import (
 )
 
 const tagsUsage = `Usage:
-  vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]
+  vendor tags add <tag> [-step N] [-start M] [-description D] [-strict [-home REGION]]
   vendor tags list
   vendor tags set-step <tag> <N>
-  vendor tags set-mode <tag> <strict|normal>
+  vendor tags set-mode <tag> <strict|normal> [-home REGION]
   vendor tags raise [<tag>] [-all] [-to N] [-by N] [-step N]   every ID from now on at least N
   vendor tags delete <tag>
   vendor tags import [-dry-run] [-gap N] <file>   Leaf's leaf_alloc rows (import -h)
@@ -36,6 +37,12 @@ pass its requests on. set-mode switches a tag either way without repeating an
 ID; running vendors follow within a minute (their next read of the tags), and
 the cluster-wide order holds for requests sent after that.
 
+With regions (LEAF_REGION), each region keeps its own store: add a tag in
+every region, each in its own block of IDs. A strict tag is led by the
+vendors of its home region (-home, default this vendor's region), ordered
+across every region while they are connected; give it the same -home in
+every region. Through a partition, outside its home region, it answers 503.
+
 raise moves a tag (or every tag, -all) up so that every ID it hands out from
 now on is at least -to, or -by above the highest ID its row says it handed
 out; it never lowers one. It repairs a row that was written over, and a
@@ -52,10 +59,10 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tagCommands are the verbs of `vendor tags`.
 var tagCommands = []subcommand{
-	{Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict]", Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd},
+	{Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict [-home REGION]]", Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd},
 	{Name: "list", Synopsis: "vendor tags list", Summary: "list the tags with their mode, next ID, step and last update", Flags: func(*flag.FlagSet) runner { return tagsList }},
 	{Name: "set-step", Synopsis: "vendor tags set-step <tag> <N>", Summary: "change a tag's (smallest) step", Positional: true, Flags: func(*flag.FlagSet) runner { return tagsSetStep }},
-	{Name: "set-mode", Synopsis: "vendor tags set-mode <tag> <strict|normal>", Summary: "make a tag strict or normal", Flags: func(*flag.FlagSet) runner { return tagsSetMode }},
+	{Name: "set-mode", Synopsis: "vendor tags set-mode <tag> <strict|normal> [-home REGION]", Summary: "make a tag strict or normal", Flags: tagsSetMode},
 	{Name: "raise", Synopsis: "vendor tags raise [<tag>] [-all] [-to N] [-by N] [-step N]", Summary: "move a tag, or every tag, up (a store restored from a backup)", Flags: tagsRaise},
 	{Name: "delete", Synopsis: "vendor tags delete <tag>", Summary: "delete a tag (added again, it continues above its IDs)", Flags: func(*flag.FlagSet) runner { return tagsDelete }},
 	{Name: "import", Synopsis: "vendor tags import [-dry-run] [-gap N] <file>", Summary: "import Leaf's leaf_alloc rows", Help: importUsage, Flags: tagsImport},
@@ -95,6 +102,7 @@ func tagsAdd(fs *flag.FlagSet) runner {
 	start := fs.Int64("start", 0, "first ID of the tag (default: 1, or the first ID of this vendor's region, LEAF_REGION_ID)")
 	desc := fs.String("description", "", "what the tag is for")
 	strict := fs.Bool("strict", false, "IDs increase across the whole cluster (one vendor at a time serves the tag)")
+	home := fs.String("home", "", "with regions, the region whose vendors lead a strict tag (default: this vendor's, LEAF_REGION)")
 	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
 		if err := checkStep(*step); err != nil {
 			return err
@@ -108,6 +116,9 @@ func tagsAdd(fs *flag.FlagSet) runner {
 			return usagef("-start %d is not among this region's IDs, %d to %d (LEAF_REGION_ID)", *start, block.First, block.End-1)
 		}
 		row := segment.Row{Tag: tag, MaxID: *start, Step: *step, Description: *desc, Strict: *strict}
+		if *strict {
+			row.Home = cmp.Or(*home, cfg.Region) // led by that region's vendors, ordered across every region
+		}
 		if err := segment.ValidateRow(row); err != nil {
 			return usagef("%v", err)
 		}
@@ -131,9 +142,22 @@ func tagsAdd(fs *flag.FlagSet) runner {
 			if first != *start {
 				fmt.Fprintf(w, "the tag was deleted before: it continues from %d, above every ID it had; vendors that still hold some of its earlier segments serve those first\n", first)
 			}
+			if cfg.Region != "" {
+				fmt.Fprintf(w, "in region %s only: each region keeps its own store, so add it in every other region too, with that region's settings: vendor tags add %s -step %d%s\n",
+					cfg.Region, tag, *step, strictFlags(row))
+			}
 			return nil
 		})
 	}
+}
+
+// strictFlags are the flags of tags add that make another region's row of
+// r a strict tag with r's home.
+func strictFlags(r segment.Row) string {
+	if !r.Strict {
+		return ""
+	}
+	return " -strict -home " + r.Home
 }
 
 func tagsRaise(fs *flag.FlagSet) runner {
@@ -195,13 +219,20 @@ func tagsSetStep(ctx context.Context, cfg Config, pos []string, w io.Writer) err
 	})
 }
 
-func tagsSetMode(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+func tagsSetMode(fs *flag.FlagSet) runner {
+	home := fs.String("home", "", "with regions, the region whose vendors lead a strict tag (default: this vendor's, LEAF_REGION); set the same in every region")
+	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
+		return setMode(ctx, cfg, pos, cmp.Or(*home, cfg.Region), w)
+	}
+}
+
+func setMode(ctx context.Context, cfg Config, pos []string, home string, w io.Writer) error {
 	if pos[1] != "strict" && pos[1] != "normal" {
 		return usagef("mode %q: want strict or normal", pos[1])
 	}
 	strict := pos[1] == "strict"
 	return tagStore(ctx, cfg, pos[0], false, func(ctx context.Context, st segment.AdminStore, where string) error {
-		if err := st.SetStrict(ctx, pos[0], strict); err != nil {
+		if err := st.SetStrict(ctx, pos[0], strict, home); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "tag %q: %s in %s (running vendors follow within a minute, at their next read of the tags; no ID repeats meanwhile)\n", pos[0], modeName(strict), where)

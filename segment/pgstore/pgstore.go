@@ -58,6 +58,9 @@ const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
 // them; rows from before it, or from Leaf, are normal.
 const addStrict = `ALTER TABLE leaf_alloc ADD COLUMN IF NOT EXISTS strict boolean NOT NULL DEFAULT false`
 
+// addHome keeps a strict tag's home region beside it (” with no regions).
+const addHome = `ALTER TABLE leaf_alloc ADD COLUMN IF NOT EXISTS home varchar(32) NOT NULL DEFAULT ''`
+
 // createRetired keeps the max_id of deleted tags, so a tag added again
 // continues after every ID it ever handed out instead of starting over.
 const createRetired = `CREATE TABLE IF NOT EXISTS leaf_alloc_retired (
@@ -158,7 +161,7 @@ func (s *Store) ensure(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, createLock); err != nil {
 			return err
 		}
-		for _, q := range []string{createTable, addStrict, createRetired, createStore} {
+		for _, q := range []string{createTable, addStrict, addHome, createRetired, createStore} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}
@@ -261,8 +264,8 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment
 		r.Allocated = step
 		return tx.QueryRowContext(ctx,
 			`UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1
-			 RETURNING max_id, step, coalesce(description, ''), update_time, strict`, tag, base+step,
-		).Scan(&r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict)
+			 RETURNING max_id, step, coalesce(description, ''), update_time, strict, home`, tag, base+step,
+		).Scan(&r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict, &r.Home)
 	})
 	if err != nil {
 		return segment.Row{}, fmt.Errorf("pgstore: alloc %q: %w", tag, err)
@@ -303,9 +306,9 @@ func checkFloor(floor segment.Floor, maxID int64) (base, end int64, err error) {
 // Tags lists every tag, ordered, with its mode.
 func (s *Store) Tags(ctx context.Context) ([]segment.Row, error) {
 	var tags []segment.Row
-	err := s.query(ctx, `SELECT biz_tag, strict FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
+	err := s.query(ctx, `SELECT biz_tag, strict, home FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
 		var r segment.Row
-		err := rows.Scan(&r.Tag, &r.Strict)
+		err := rows.Scan(&r.Tag, &r.Strict, &r.Home)
 		tags = append(tags, r)
 		return err
 	})
@@ -319,9 +322,9 @@ func (s *Store) Tags(ctx context.Context) ([]segment.Row, error) {
 func (s *Store) Tag(ctx context.Context, tag string) (segment.Row, error) {
 	r := segment.Row{Tag: tag}
 	found := false
-	err := s.query(ctx, `SELECT strict FROM leaf_alloc WHERE biz_tag = $1`, func(rows *sql.Rows) error {
+	err := s.query(ctx, `SELECT strict, home FROM leaf_alloc WHERE biz_tag = $1`, func(rows *sql.Rows) error {
 		found = true
-		return rows.Scan(&r.Strict)
+		return rows.Scan(&r.Strict, &r.Home)
 	}, tag)
 	if err != nil {
 		return segment.Row{}, fmt.Errorf("pgstore: read tag %q: %w", tag, err)
@@ -335,10 +338,10 @@ func (s *Store) Tag(ctx context.Context, tag string) (segment.Row, error) {
 // List returns every row, ordered by tag.
 func (s *Store) List(ctx context.Context) ([]segment.Row, error) {
 	var list []segment.Row
-	err := s.query(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time, strict
+	err := s.query(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time, strict, home
 		FROM leaf_alloc ORDER BY biz_tag`, func(rows *sql.Rows) error {
 		var r segment.Row
-		err := rows.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict)
+		err := rows.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict, &r.Home)
 		list = append(list, r)
 		return err
 	})
@@ -375,10 +378,10 @@ func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateRow(r); err != nil {
 		return err
 	}
-	n, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, strict)
-		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, ''), $5::boolean
+	n, err := s.exec(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, strict, home)
+		SELECT $1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0)), $3::integer, nullif($4::varchar, ''), $5::boolean, $6::varchar
 		FROM leaf_store WHERE moved_to IS NULL FOR SHARE`,
-		r.Tag, max(r.MaxID, 1), r.Step, r.Description, r.Strict)
+		r.Tag, max(r.MaxID, 1), r.Step, r.Description, r.Strict, r.Home)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code == pqerror.UniqueViolation {
 		return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
@@ -405,8 +408,11 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 }
 
 // SetStrict makes tag strict, or normal again.
-func (s *Store) SetStrict(ctx context.Context, tag string, strict bool) error {
-	return s.change(ctx, tag, "set mode", `UPDATE leaf_alloc SET strict = $2, update_time = now() WHERE biz_tag = $1`, tag, strict)
+func (s *Store) SetStrict(ctx context.Context, tag string, strict bool, home string) error {
+	if !strict {
+		home = ""
+	}
+	return s.change(ctx, tag, "set mode", `UPDATE leaf_alloc SET strict = $2, home = $3, update_time = now() WHERE biz_tag = $1`, tag, strict, home)
 }
 
 // Delete removes tag's row, keeping its max_id in leaf_alloc_retired.
@@ -495,14 +501,14 @@ func (s *Store) Seal(ctx context.Context, to string) ([]segment.Row, error) {
 		if _, err := tx.ExecContext(ctx, `UPDATE leaf_store SET moved_to = $1, moved_at = coalesce(moved_at, now())`, to); err != nil {
 			return err
 		}
-		live, err := tx.QueryContext(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time, strict FROM leaf_alloc ORDER BY biz_tag`)
+		live, err := tx.QueryContext(ctx, `SELECT biz_tag, max_id, step, coalesce(description, ''), update_time, strict, home FROM leaf_alloc ORDER BY biz_tag`)
 		if err != nil {
 			return err
 		}
 		defer live.Close()
 		for live.Next() {
 			var r segment.Row
-			if err := live.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict); err != nil {
+			if err := live.Scan(&r.Tag, &r.MaxID, &r.Step, &r.Description, &r.Updated, &r.Strict, &r.Home); err != nil {
 				return err
 			}
 			rows = append(rows, r)
@@ -567,10 +573,10 @@ func (s *Store) Raise(ctx context.Context, r segment.Row) error {
 			_, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1 AND max_id < $2`, r.Tag, r.MaxID)
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, strict)
-			VALUES ($1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0), 1), $3::integer, nullif($4::varchar, ''), $5::boolean)
+		_, err := tx.ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, strict, home)
+			VALUES ($1::varchar, greatest($2::bigint, coalesce((SELECT max_id FROM leaf_alloc_retired WHERE biz_tag = $1::varchar), 0), 1), $3::integer, nullif($4::varchar, ''), $5::boolean, $6::varchar)
 			ON CONFLICT (biz_tag) DO UPDATE SET max_id = excluded.max_id, update_time = now() WHERE leaf_alloc.max_id < excluded.max_id`,
-			r.Tag, r.MaxID, r.Step, r.Description, r.Strict)
+			r.Tag, r.MaxID, r.Step, r.Description, r.Strict, r.Home)
 		return err
 	})
 	if err != nil {

@@ -554,19 +554,22 @@ func testStrictMode(t *testing.T, newBackend NewBackend) {
 	if r, err := s.Alloc(c, "ledger", 0, nil); err != nil || !r.Strict {
 		t.Fatalf("Alloc of a strict tag = %+v, %v; want it marked strict", r, err)
 	}
-	if err := s.SetStrict(c, "ledger", false); err != nil {
+	if err := s.SetStrict(c, "ledger", false, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetStrict(c, "order", true); err != nil {
+	if err := s.SetStrict(c, "order", true, "east"); err != nil {
 		t.Fatal(err)
 	}
 	if m := mode(); m["ledger"] || !m["order"] {
 		t.Fatalf("modes after switching both: %v", m)
 	}
-	if r, err := s.Tag(c, "order"); err != nil || !r.Strict {
-		t.Fatalf("Tag(order) after making it strict = %+v, %v", r, err)
+	if r, err := s.Tag(c, "order"); err != nil || !r.Strict || r.Home != "east" {
+		t.Fatalf("Tag(order) after making it strict in region east = %+v, %v", r, err)
 	}
-	if err := s.SetStrict(c, "nope", true); !errors.Is(err, segment.ErrUnknownTag) {
+	if rows, err := s.List(c); err != nil || !slices.ContainsFunc(rows, func(r segment.Row) bool { return r.Tag == "order" && r.Home == "east" }) {
+		t.Fatalf("List after making order strict in region east: %+v, %v", rows, err)
+	}
+	if err := s.SetStrict(c, "nope", true, ""); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("SetStrict of a missing tag: %v, want ErrUnknownTag", err)
 	}
 	rows, err := s.Seal(c, "elsewhere")
