@@ -72,7 +72,12 @@ type PeerMarks struct {
 // PeerMarksConfig configures PeerMarks; every field but Fence and Logger is
 // required.
 type PeerMarksConfig struct {
-	Conn *nats.Conn // the service's connection
+	// Block is this vendor's region's IDs (segment.RegionBlock; zero:
+	// every one): the vendors of other regions, which answer across a
+	// supercluster's gateways, hand out IDs of their own blocks, and their
+	// marks are none of this region's.
+	Block segment.Block
+	Conn  *nats.Conn // the service's connection
 	// Notify, when set, sends the notes of IDs given back (Lower), which
 	// happens after Conn is drained at a stop; Conn when nil.
 	Notify  *nats.Conn
@@ -301,7 +306,7 @@ func (m *PeerMarks) gather(ctx context.Context, sub *nats.Subscription, expect m
 			break
 		}
 		var a markAnswer
-		if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &a) != nil || a.Instance == "" || a.Mark < 0 {
+		if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &a) != nil || a.Instance == "" || a.Mark < 0 || !m.ours(a.Mark) {
 			continue
 		}
 		delete(expect, a.Instance)
@@ -313,6 +318,12 @@ func (m *PeerMarks) gather(ctx context.Context, sub *nats.Subscription, expect m
 	}
 	slices.Sort(missing)
 	return highest, missing
+}
+
+// ours reports whether a mark (a max_id: an end) can be this region's.
+func (m *PeerMarks) ours(mark int64) bool {
+	b := m.cfg.Block
+	return b == (segment.Block{}) || mark == 0 || mark >= b.First && mark <= b.End
 }
 
 func (m *PeerMarks) warnOnce(missing []string) {

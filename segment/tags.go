@@ -154,9 +154,10 @@ func (a *Allocator) list(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
-		if a.ctx.Err() == nil {
-			a.storeFailed(err)
-		}
+		// Not a store outage: a listing can fail where single-row reads
+		// and allocations work (a JetStream with no meta leader, in a
+		// supercluster split by a partition), and those say when the
+		// store is down.
 		return err
 	}
 	known := make(map[string]bool, len(rows))

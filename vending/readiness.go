@@ -34,39 +34,54 @@ const followCheck = 250 * time.Millisecond
 func (s *Service) followReadiness() {
 	t := time.NewTicker(followCheck)
 	defer t.Stop()
-	var since [2]time.Time // when each mode was last servable
-	now := time.Now()
-	since[0], since[1] = now, now
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		sf, sg := s.cfg.Readiness.Modes()
-		if sf {
-			since[0] = now
-		}
-		if sg {
-			since[1] = now
-		}
-		want := Modes{
-			Snowflake: s.cfg.Snowflake != nil && now.Sub(since[0]) < LeaveAfter,
-			Segments:  s.cfg.Segments != nil && now.Sub(since[1]) < LeaveAfter,
-		}
-		s.mu.Lock()
-		was := s.serving
-		s.mu.Unlock()
-		if want == was {
-			continue
-		}
-		if err := s.serve(want); err != nil {
-			s.log.Warn("changing the modes served", "err", err)
-			continue
-		}
-		s.log.Info("modes served changed: a mode this vendor cannot serve is left to the vendors that can",
-			"snowflake", want.Snowflake, "segments", want.Segments)
+		s.CheckReadiness()
+	}
+}
+
+// CheckReadiness asks Config.Readiness which modes the vendor can serve,
+// and serves them, leaving those it has not been able to serve for
+// LeaveAfter. The readiness loop calls it every followCheck; a vendor calls
+// it too when it knows a mode just became servable (its worker ID
+// claimed), so that it does not wait for the loop.
+func (s *Service) CheckReadiness() {
+	if s.cfg.Readiness == nil {
+		return
+	}
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	want := s.wanted(time.Now())
+	if want == s.Serving() {
+		return
+	}
+	if err := s.serve(want); err != nil {
+		s.log.Warn("changing the modes served", "err", err)
+		return
+	}
+	s.log.Info("modes served changed: a mode this vendor cannot serve is left to the vendors that can",
+		"snowflake", want.Snowflake, "segments", want.Segments)
+}
+
+// wanted is the modes to serve, as Config.Readiness says now. s.followMu
+// is held.
+func (s *Service) wanted(now time.Time) Modes {
+	sf, sg := s.cfg.Readiness.Modes()
+	if sf {
+		s.since[0] = now
+	}
+	if sg {
+		s.since[1] = now
+	}
+	// A mode never servable yet is not joined: a vendor starting in a
+	// region joins snowflake once it holds a worker ID.
+	return Modes{
+		Snowflake: s.cfg.Snowflake != nil && !s.since[0].IsZero() && now.Sub(s.since[0]) < LeaveAfter,
+		Segments:  s.cfg.Segments != nil && !s.since[1].IsZero() && now.Sub(s.since[1]) < LeaveAfter,
 	}
 }
 

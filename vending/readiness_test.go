@@ -65,4 +65,6 @@ func TestUnservableModeIsLeft(t *testing.T) {
 	}
 	ready.snowflake.Store(true)
 	waitServing(true)
+	ready.snowflake.Store(false) // no longer servable: left after LeaveAfter
+	waitServing(false)
 }

@@ -46,6 +46,9 @@ type Service struct {
 	svc      micro.Service // nil while it serves no mode
 	serving  Modes
 
+	followMu sync.Mutex   // one readiness check at a time
+	since    [2]time.Time // when snowflake and segments were last servable
+
 	replies *Replies
 	bulk    *bulkLane   // large snowflake batches
 	reqs    *requesters // their budgets; nil without Config.RequesterRateLimit
@@ -66,7 +69,13 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 		unknown: newRequesters(unknownTagRate, unknownTagBurst), stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mc = s.microConfig()
-	if err := s.serve(Modes{Snowflake: c.Snowflake != nil, Segments: c.Segments != nil}); err != nil {
+	m := Modes{Snowflake: c.Snowflake != nil, Segments: c.Segments != nil}
+	if c.Readiness != nil {
+		s.followMu.Lock()
+		m = s.wanted(time.Now()) // what the vendor can serve now; the loop follows
+		s.followMu.Unlock()
+	}
+	if err := s.serve(m); err != nil {
 		return nil, err
 	}
 	if c.Readiness != nil {

@@ -55,7 +55,7 @@ func (v *vendor) openAllocator(ctx context.Context, js kv.JS, replies *vending.R
 		marks = km
 	} else {
 		nc := v.svcConn
-		pm, err := cluster.OpenPeerMarks(cluster.PeerMarksConfig{Conn: nc, Notify: v.dataConn, JS: js, Prefix: cfg.SubjectPrefix, Self: instanceName(),
+		pm, err := cluster.OpenPeerMarks(cluster.PeerMarksConfig{Conn: nc, Notify: v.dataConn, JS: js, Prefix: cfg.SubjectPrefix, Self: instanceName(), Block: cfg.block(),
 			Replies: replies, Fence: func() uint64 { return nc.Stats().Reconnects }, TrustAfter: 2 * cfg.WorkerLeaseTTL, Logger: v.log})
 		if err != nil {
 			return err

@@ -136,6 +136,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if err := v.waitClaimed(ctx); err != nil {
 		return err
 	}
+	v.svc.CheckReadiness() // snowflake served from now, not at the next look
 	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
 		"worker_id", v.keeper.Status().ID, "segments", cfg.storeKind())
 	return nil
@@ -170,6 +171,13 @@ func (v *vendor) connect(ctx context.Context) (kv.JS, error) {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(actx)
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == jsClusterNotAvailable {
+			// JetStream is there, with no meta leader (a supercluster
+			// split by a partition): the buckets that exist serve.
+			v.log.Warn("JetStream has no meta leader now (a partition?): starting with the buckets that exist", "err", err)
+			return nil
+		}
 		return err
 	}); err != nil {
 		if errors.Is(err, errDenied) {
@@ -185,6 +193,11 @@ func (v *vendor) connect(ctx context.Context) (kv.JS, error) {
 	}
 	return kv.JS{JetStream: js, Names: cfg.kvNames(v.dataConn.ConnectedClusterName())}, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
 }
+
+// jsClusterNotAvailable is nats-server's JSClusterNotAvailErr: "JetStream
+// system temporarily unavailable", a clustered JetStream with no meta
+// leader, which answers no account info but serves the streams it has.
+const jsClusterNotAvailable jetstream.ErrorCode = 10008
 
 // openStore opens the cluster contract's bucket and the segment store. A
 // KV store the contract names is not created again if it is gone: its tags
