@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/internal/inflight"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -67,7 +68,7 @@ type PeerMarks struct {
 	unsureSince time.Time // since when the tags are unsure again
 	warned      map[string]bool
 
-	inFlight callbacks
+	inFlight inflight.Group // the callbacks a close waits for (Unsubscribe does not)
 }
 
 // PeerMarksConfig configures PeerMarks; every field but Fence and Logger is
@@ -135,9 +136,9 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 
 // Close stops answering and waits for an answer being sent.
 func (m *PeerMarks) Close(context.Context) error {
-	m.inFlight.close()
+	m.inFlight.Stop()
 	err := errors.Join(m.sub.Unsubscribe(), m.returned.Unsubscribe())
-	m.inFlight.wait()
+	m.inFlight.Wait()
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		return nil
 	}
@@ -146,10 +147,10 @@ func (m *PeerMarks) Close(context.Context) error {
 
 // answer tells another vendor this one's mark of the tag in the body.
 func (m *PeerMarks) answer(msg *nats.Msg) {
-	if !m.inFlight.enter() {
+	if !m.inFlight.Enter() {
 		return
 	}
-	defer m.inFlight.exit()
+	defer m.inFlight.Exit()
 	if why := m.replies.Why(msg.Reply); why != "" {
 		m.replies.Drop(m.cfg.Logger, msg.Subject, msg.Reply, why)
 		return
@@ -194,10 +195,10 @@ func (m *PeerMarks) Lower(ctx context.Context, tag string, from, to int64) (bool
 // noteReturned lowers this vendor's mark of a tag another vendor gave IDs
 // of back, when this one knows that vendor's mark as the tag's.
 func (m *PeerMarks) noteReturned(msg *nats.Msg) {
-	if !m.inFlight.enter() {
+	if !m.inFlight.Enter() {
 		return
 	}
-	defer m.inFlight.exit()
+	defer m.inFlight.Exit()
 	var n returnedNote
 	if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &n) != nil || n.Instance == m.cfg.Self ||
 		segment.ValidateTag(n.Tag) != nil || n.To < 0 || n.To >= n.From {

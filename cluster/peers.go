@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/internal/inflight"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -230,7 +231,7 @@ type responder struct {
 	replies *vending.Replies
 	log     *slog.Logger
 
-	inFlight callbacks
+	inFlight inflight.Group // the callbacks a close waits for (Unsubscribe does not)
 }
 
 // respond subscribes on nc to PeersSubject(prefix) and answers each
@@ -238,10 +239,10 @@ type responder struct {
 func respond(nc *nats.Conn, prefix string, replies *vending.Replies, log *slog.Logger, self func() Peer) (*responder, error) {
 	r := &responder{replies: replies, log: log}
 	sub, err := nc.Subscribe(PeersSubject(prefix), func(m *nats.Msg) {
-		if !r.inFlight.enter() {
+		if !r.inFlight.Enter() {
 			return
 		}
-		defer r.inFlight.exit()
+		defer r.inFlight.Exit()
 		if why := r.replies.Why(m.Reply); why != "" {
 			r.replies.Drop(r.log, m.Subject, m.Reply, why)
 			return
@@ -267,9 +268,9 @@ func respond(nc *nats.Conn, prefix string, replies *vending.Replies, log *slog.L
 
 // close stops answering and waits for a question being answered.
 func (r *responder) close() error {
-	r.inFlight.close()
+	r.inFlight.Stop()
 	err := r.sub.Unsubscribe()
-	r.inFlight.wait()
+	r.inFlight.Wait()
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		return err
 	}
