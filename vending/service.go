@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/internal/inflight"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -35,13 +35,11 @@ type Service struct {
 	svc micro.Service
 	log *slog.Logger
 	obs Observer
-	wg  sync.WaitGroup // goroutines of slow segment requests
-	// ctx bounds slow segment requests; Stop cancels it once they are done.
+	// slow are the goroutines of slow segment requests (later); ctx
+	// bounds them, and Close cancels it once they are done.
+	slow   inflight.Group
 	ctx    context.Context
 	cancel context.CancelFunc
-
-	mu       sync.Mutex // orders wg.Add against Stop
-	stopping bool
 
 	replies *Replies
 	bulk    *bulkLane   // large snowflake batches
@@ -153,11 +151,9 @@ func (s *Service) addEndpoints() error {
 // wait).
 func (s *Service) Close(context.Context) error {
 	defer s.cancel()
-	s.mu.Lock()
-	s.stopping = true
-	s.mu.Unlock()
+	s.slow.Stop()
 	err := s.svc.Stop()
-	s.wg.Wait()
+	s.slow.Wait()
 	return err
 }
 
