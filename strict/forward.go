@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/inflight"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -156,10 +157,12 @@ type Forwarder struct {
 	ctx    context.Context // cancelled by Close: bounds the serves in flight
 	cancel context.CancelFunc
 
-	mu     sync.Mutex // orders wg.Add and subscriptions against Close
-	closed bool
-	subs   map[*nats.Subscription]struct{}
-	wg     sync.WaitGroup
+	// serving are the probes and the serves that wait for the store;
+	// Close stops it before it takes subs, so that no subscription is
+	// added after.
+	serving inflight.Group
+	mu      sync.Mutex // guards subs
+	subs    map[*nats.Subscription]struct{}
 }
 
 // OpenForwarder returns a Forwarder on nc, the service's connection.
@@ -198,19 +201,12 @@ func (f *Forwarder) reprobe() {
 	if f.direct.Load() || f.cfg.Clock.Now().Sub(time.Unix(0, f.probedAt.Load())) < f.cfg.Reprobe || !f.probing.CompareAndSwap(false, true) {
 		return
 	}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		f.probing.Store(false)
-		return
-	}
-	f.wg.Add(1)
-	f.mu.Unlock()
-	go func() {
-		defer f.wg.Done()
+	if !f.serving.Go(func() {
 		defer f.probing.Store(false)
 		f.probe()
-	}()
+	}) {
+		f.probing.Store(false)
+	}
 }
 
 // noteDenied turns direct answers off when NATS refused one: this vendor's
@@ -272,8 +268,8 @@ func (f *Forwarder) mayAnswerClients() bool {
 // Close stops listening for every tag and waits for the forwarded requests
 // being served (each bounded by the forward time-out).
 func (f *Forwarder) Close(context.Context) error {
+	f.serving.Stop()
 	f.mu.Lock()
-	f.closed = true
 	subs := f.subs
 	f.subs = nil
 	f.mu.Unlock()
@@ -283,7 +279,7 @@ func (f *Forwarder) Close(context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	f.wg.Wait()
+	f.serving.Wait()
 	f.cancel()
 	return errors.Join(errs...)
 }
@@ -339,7 +335,7 @@ func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n 
 func (f *Forwarder) Listen(tag string, ls *Leaders) (stop func(), err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.serving.Stopped() {
 		return nil, fmt.Errorf("%w: closing", segment.ErrUnavailable)
 	}
 	sub, err := f.nc.QueueSubscribe(StrictSubject(f.cfg.Prefix, tag), f.cfg.QueueGroup, func(m *nats.Msg) { f.serve(tag, ls, m) })
@@ -375,7 +371,7 @@ func (f *Forwarder) Listen(tag string, ls *Leaders) (stop func(), err error) {
 func (f *Forwarder) Follow(ls *Leaders) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.serving.Stopped() {
 		return fmt.Errorf("%w: closing", segment.ErrUnavailable)
 	}
 	gone, err := f.nc.Subscribe(GoneSubject(f.cfg.Prefix), func(m *nats.Msg) {
@@ -487,20 +483,13 @@ func (f *Forwarder) take(tag string, ls *Leaders, body []byte, limit int, err er
 		answer(rs, err)
 		return
 	}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		answer(nil, fmt.Errorf("%w: this vendor is stopping", segment.ErrUnavailable))
-		return
-	}
-	f.wg.Add(1)
-	f.mu.Unlock()
-	go func() {
-		defer f.wg.Done()
+	if !f.serving.Go(func() {
 		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 		defer cancel()
 		answer(ls.Serve(ctx, tag, nil, n))
-	}()
+	}) {
+		answer(nil, fmt.Errorf("%w: this vendor is stopping", segment.ErrUnavailable))
+	}
 }
 
 // respond answers a forwarded request with rs, or with err as the service
