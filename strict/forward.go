@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaf-nats/leaf/ids"
 	"github.com/leaf-nats/leaf/internal/inflight"
+	"github.com/leaf-nats/leaf/internal/natsperm"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -143,11 +144,11 @@ type Forwarder struct {
 	// subjects, so as a leader it takes handed-off requests. Checked at
 	// start (mayAnswerClients), turned off when NATS refuses an answer
 	// (noteDenied), checked again every Reprobe while off.
-	direct    atomic.Bool
-	probing   atomic.Bool
-	probedAt  atomic.Int64 // Unix ns of the last check
-	deniedMu  sync.Mutex
-	lastError error // the connection's last error noteDenied looked at
+	direct   atomic.Bool
+	probing  atomic.Bool
+	probedAt atomic.Int64 // Unix ns of the last check
+	deniedMu sync.Mutex
+	seen     natsperm.Since // the connection's errors noteDenied looked at
 
 	// lostPrefix is the inbox on which NATS says that a handed-off request
 	// found no leader listening (the handoff's own reply subject is it
@@ -184,7 +185,7 @@ func (f *Forwarder) probe() {
 	ok, first := f.mayAnswerClients(), f.probedAt.Load() == 0
 	f.probedAt.Store(f.cfg.Clock.Now().UnixNano())
 	f.deniedMu.Lock()
-	f.lastError = f.nc.LastError() // the probe's own refusals are no news for noteDenied
+	f.seen = natsperm.Now(f.nc) // the probe's own refusals are no news for noteDenied
 	f.deniedMu.Unlock()
 	switch was := f.direct.Swap(ok); {
 	case ok && !was && !first:
@@ -215,27 +216,22 @@ func (f *Forwarder) reprobe() {
 // answer to a forward, and forward again. The refusal reaches the
 // connection after the publish, so the next answer notices it.
 func (f *Forwarder) noteDenied() {
-	last := f.nc.LastError()
-	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) {
-		return
-	}
 	f.deniedMu.Lock()
-	seen := last == f.lastError
-	f.lastError = last
+	r, refused := f.seen.Advance()
 	f.deniedMu.Unlock()
-	if seen || !f.repliesDenied(last) || !f.direct.CompareAndSwap(true, false) {
+	if !refused || !f.repliesDenied(r) || !f.direct.CompareAndSwap(true, false) {
 		return
 	}
 	f.probedAt.Store(f.cfg.Clock.Now().UnixNano())
-	f.cfg.Logger.Warn("strict tags: NATS refused this vendor's answer to the client of a handed-off request, so its permissions changed: the other vendors forward to it again, and it checks again every "+f.cfg.Reprobe.String()+" (grant the vendors' user publish on the reply prefixes; docs/security.md)",
-		"err", last)
+	f.cfg.Logger.Warn("strict tags: NATS refused an answer to a handed-off request's client; the other vendors forward to this one again",
+		"subject", r.Subject, "checks_again_every", f.cfg.Reprobe,
+		"hint", "its permissions changed: grant the vendors' user publish on the reply prefixes (docs/security.md)")
 }
 
-// repliesDenied reports whether err is NATS refusing a publish under a
-// reply prefix.
-func (f *Forwarder) repliesDenied(err error) bool {
+// repliesDenied reports whether r refuses a publish under a reply prefix.
+func (f *Forwarder) repliesDenied(r natsperm.Refusal) bool {
 	for _, p := range f.cfg.ReplyPrefixes {
-		if strings.Contains(err.Error(), `Publish to "`+p) {
+		if r.Op == natsperm.Publish && strings.HasPrefix(r.Subject, p) {
 			return true
 		}
 	}
@@ -252,7 +248,7 @@ const HandoffProbe = "leaf-handoff-probe"
 // every reply prefix (a subject no one listens on): then, as a strict
 // tag's leader, it can answer the clients of handed-off requests.
 func (f *Forwarder) mayAnswerClients() bool {
-	before := f.nc.LastError()
+	since := natsperm.Now(f.nc)
 	for _, p := range f.cfg.ReplyPrefixes {
 		if err := f.nc.Publish(p+HandoffProbe, nil); err != nil {
 			return false
@@ -261,8 +257,10 @@ func (f *Forwarder) mayAnswerClients() bool {
 	if err := f.nc.Flush(); err != nil {
 		return false
 	}
-	last := f.nc.LastError()
-	return last == before || !errors.Is(last, nats.ErrPermissionViolation)
+	// Any refusal, not the probes' only: the connection keeps the last
+	// error alone, so a refusal of another subject may hide theirs.
+	_, refused := since.Refused()
+	return !refused
 }
 
 // Close stops listening for every tag and waits for the forwarded requests

@@ -111,3 +111,14 @@ func (s Since) Refused() (Refusal, bool) {
 	}
 	return Parse(last)
 }
+
+// Advance is Refused, and moves s to the connection's last error, so that
+// the next call reports only a refusal that came after this one.
+func (s *Since) Advance() (Refusal, bool) {
+	last, seen := s.nc.LastError(), s.last
+	s.last = last
+	if last == seen {
+		return Refusal{}, false
+	}
+	return Parse(last)
+}

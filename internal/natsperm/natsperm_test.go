@@ -77,6 +77,12 @@ func TestSinceOnARealServer(t *testing.T) {
 	if r, ok := Now(nc).Refused(); ok {
 		t.Fatalf("a mark after the refusal: refused %+v", r)
 	}
+	if r, ok := mark.Advance(); !ok || !r.Publishes("refused.x") {
+		t.Fatalf("Advance: %+v, %v; want the refusal since the mark", r, ok)
+	}
+	if r, ok := mark.Advance(); ok {
+		t.Fatalf("Advance again: %+v; want nothing new", r)
+	}
 	if got, ok := Parse(<-handled); !ok || got.Subject != "refused.x" {
 		t.Fatalf("the error handler's error: %+v, %v", got, ok)
 	}
