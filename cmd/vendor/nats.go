@@ -91,7 +91,7 @@ func reportedElsewhere(err error, prefix string) bool {
 		return false
 	}
 	switch r.Subject {
-	case status.StatsSubject, cluster.PeersSubject(prefix), natsserver.VarzSubject:
+	case status.StatsSubject, cluster.PeersSubject(prefix), cluster.MarksSubject(prefix), natsserver.VarzSubject:
 		return true
 	}
 	return strings.HasSuffix(r.Subject, "."+strict.HandoffProbe)

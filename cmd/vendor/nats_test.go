@@ -19,6 +19,7 @@ func TestRefusalsReportedElsewhere(t *testing.T) {
 	}{
 		{refused("Publish to", "$SRV.STATS.leaf"), true},
 		{refused("Publish to", "ids.peers"), true},
+		{refused("Publish to", "ids.peers.mark"), true},
 		{refused("Publish to", "$SYS.REQ.SERVER.PING.VARZ"), true},
 		{refused("Publish to", "_INBOX.leaf-handoff-probe"), true},
 		{refused("Publish to", "leaf.peers"), false}, // another prefix's
