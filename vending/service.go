@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/internal/inflight"
+	"github.com/leaf-nats/leaf/internal/scatter"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -208,32 +209,23 @@ func ServiceMaxBatch(nc *nats.Conn, timeout time.Duration) (int, error) {
 }
 
 // ClusterStats asks every running instance of the service for its stats
-// ($SRV.STATS.leaf) and returns the replies that arrive within wait.
+// ($SRV.STATS.leaf) and returns the replies that arrive within wait. It
+// fails when NATS refuses nc's user the request, rather than answering a
+// cluster of none.
 func ClusterStats(nc *nats.Conn, wait time.Duration) ([]micro.Stats, error) {
 	subject, err := micro.ControlSubject(micro.StatsVerb, ServiceName, "")
 	if err != nil {
 		return nil, err
 	}
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("vending: cluster stats: %w", err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil, fmt.Errorf("vending: cluster stats: %w", err)
-	}
 	var out []micro.Stats
-	deadline := time.Now().Add(wait)
-	for {
-		msg, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			break // the deadline: everyone who answers in time has
-		}
+	err = scatter.Ask(context.Background(), nc, subject, scatter.Question{Wait: wait}, func(a scatter.Answer) {
 		var st micro.Stats
-		if json.Unmarshal(msg.Data, &st) == nil {
+		if json.Unmarshal(a.Data, &st) == nil {
 			out = append(out, st)
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vending: cluster stats: %w", err)
 	}
 	return out, nil
 }
