@@ -1,6 +1,7 @@
 package strict
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,8 +76,8 @@ type ForwarderConfig struct {
 }
 
 func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
-	c.Prefix = cmpOr(c.Prefix, vending.DefaultPrefix)
-	c.QueueGroup = cmpOr(c.QueueGroup, vending.DefaultQueueGroup)
+	c.Prefix = cmp.Or(c.Prefix, vending.DefaultPrefix)
+	c.QueueGroup = cmp.Or(c.QueueGroup, vending.DefaultQueueGroup)
 	if c.MaxCount == 0 {
 		c.MaxCount = vending.DefaultMaxRangeBatch
 	}
@@ -123,13 +124,6 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 		return c, fmt.Errorf("vending: forwarder: %w", err)
 	}
 	return c, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Forwarder carries strict tags' requests between vendors (package strict):
