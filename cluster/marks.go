@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/internal/inflight"
+	"github.com/leaf-nats/leaf/internal/scatter"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -55,6 +58,7 @@ type returnedNote struct {
 // IDs only such a vendor handed out.
 type PeerMarks struct {
 	cfg      PeerMarksConfig
+	asker    *scatter.Asker
 	sub      *nats.Subscription
 	returned *nats.Subscription
 	replies  *vending.Replies
@@ -66,7 +70,7 @@ type PeerMarks struct {
 	unsureSince time.Time // since when the tags are unsure again
 	warned      map[string]bool
 
-	inFlight callbacks
+	inFlight inflight.Group // the callbacks a close waits for (Unsubscribe does not)
 }
 
 // PeerMarksConfig configures PeerMarks; every field but Fence and Logger is
@@ -121,6 +125,8 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 		c.Notify = c.Conn
 		m.cfg.Notify = c.Conn
 	}
+	m.asker = scatter.NewAsker(scatter.AskerConfig{Conn: c.Conn, Subject: MarksSubject(c.Prefix), What: "questions for the other vendors' segment marks",
+		Lost: "after a start or a reconnect it allocates without their marks once twice the lease TTL has passed: a restored store repeats the IDs they handed out", Logger: c.Logger})
 	sub, err := c.Conn.Subscribe(MarksSubject(c.Prefix), m.answer)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: answer on %s: %w", MarksSubject(c.Prefix), err)
@@ -139,9 +145,9 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 
 // Close stops answering and waits for an answer being sent.
 func (m *PeerMarks) Close(context.Context) error {
-	m.inFlight.close()
+	m.inFlight.Stop()
 	err := errors.Join(m.sub.Unsubscribe(), m.returned.Unsubscribe())
-	m.inFlight.wait()
+	m.inFlight.Wait()
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		return nil
 	}
@@ -150,10 +156,10 @@ func (m *PeerMarks) Close(context.Context) error {
 
 // answer tells another vendor this one's mark of the tag in the body.
 func (m *PeerMarks) answer(msg *nats.Msg) {
-	if !m.inFlight.enter() {
+	if !m.inFlight.Enter() {
 		return
 	}
-	defer m.inFlight.exit()
+	defer m.inFlight.Exit()
 	if why := m.replies.Why(msg.Reply); why != "" {
 		m.replies.Drop(m.cfg.Logger, msg.Subject, msg.Reply, why)
 		return
@@ -198,10 +204,10 @@ func (m *PeerMarks) Lower(ctx context.Context, tag string, from, to int64) (bool
 // noteReturned lowers this vendor's mark of a tag another vendor gave IDs
 // of back, when this one knows that vendor's mark as the tag's.
 func (m *PeerMarks) noteReturned(msg *nats.Msg) {
-	if !m.inFlight.enter() {
+	if !m.inFlight.Enter() {
 		return
 	}
-	defer m.inFlight.exit()
+	defer m.inFlight.Exit()
 	var n returnedNote
 	if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &n) != nil || n.Instance == m.cfg.Self ||
 		segment.ValidateTag(n.Tag) != nil || n.To < 0 || n.To >= n.From {
@@ -266,58 +272,33 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, patience time.Duration)
 			expect[h] = true
 		}
 	}
-	inbox := m.cfg.Conn.NewRespInbox()
-	sub, err := m.cfg.Conn.SubscribeSync(inbox)
-	if err != nil {
+	var highest int64
+	q := scatter.Question{Body: []byte(tag), Wait: peerWait, Grace: peerGrace, Enough: func() bool { return len(expect) == 0 }, Clock: m.cfg.Clock}
+	err = m.asker.Ask(ctx, q, func(ans scatter.Answer) {
+		var a markAnswer
+		if len(ans.Data) > maxPeerBytes || json.Unmarshal(ans.Data, &a) != nil || a.Instance == "" || a.Mark < 0 || !m.ours(a.Mark) {
+			return
+		}
+		delete(expect, a.Instance)
+		highest = max(highest, a.Mark)
+	})
+	refused := errors.Is(err, scatter.ErrRefused) // the Asker says so: as if no one answered
+	if err != nil && !refused {
 		return 0, err
 	}
-	defer sub.Unsubscribe()
-	if err := m.cfg.Conn.PublishRequest(MarksSubject(m.cfg.Prefix), inbox, []byte(tag)); err != nil {
-		return 0, err
-	}
-	highest, missing := m.gather(ctx, sub, expect)
-	if len(missing) == 0 {
+	missing := slices.Sorted(maps.Keys(expect))
+	switch {
+	case len(missing) == 0:
 		return highest, nil
-	}
-	if patience > 0 {
+	case patience > 0 && refused:
+		return 0, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) and cannot ask %s, which hold worker IDs, for their marks (for at most %v more): %w",
+			segment.ErrUnavailable, tag, strings.Join(missing, ", "), patience.Round(time.Second), err)
+	case patience > 0:
 		return 0, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) and waits for the marks of %s, which hold worker IDs (for at most %v more)",
 			segment.ErrUnavailable, tag, strings.Join(missing, ", "), patience.Round(time.Second))
 	}
 	m.warnOnce(missing)
 	return highest, nil
-}
-
-// gather reads the answers until every expected vendor has answered, or a
-// short while; it returns the highest mark and who did not answer.
-func (m *PeerMarks) gather(ctx context.Context, sub *nats.Subscription, expect map[string]bool) (int64, []string) {
-	var highest int64
-	start := m.cfg.Clock.Now()
-	for {
-		waited := max(m.cfg.Clock.Now().Sub(start), 0)
-		left := peerWait - waited
-		if len(expect) == 0 {
-			left = min(left, peerGrace-waited)
-		}
-		if left <= 0 {
-			break
-		}
-		msg, err := nextMsg(ctx, sub, left)
-		if err != nil {
-			break
-		}
-		var a markAnswer
-		if len(msg.Data) > maxPeerBytes || json.Unmarshal(msg.Data, &a) != nil || a.Instance == "" || a.Mark < 0 || !m.ours(a.Mark) {
-			continue
-		}
-		delete(expect, a.Instance)
-		highest = max(highest, a.Mark)
-	}
-	missing := make([]string, 0, len(expect))
-	for h := range expect {
-		missing = append(missing, h)
-	}
-	slices.Sort(missing)
-	return highest, missing
 }
 
 // ours reports whether a mark (a max_id: an end) can be this region's.

@@ -5,11 +5,18 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/scatter"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -129,3 +136,55 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// A vendor that NATS does not let ask for the marks says so, once, and
+// names the refusal in its answer while its patience lasts.
+func TestPeerMarksRefused(t *testing.T) {
+	s := natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "vendor", Password: "pw", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Deny: []string{MarksSubject("leaf")}},
+			}},
+			{Username: "free", Password: "pw"},
+		}
+	}})
+	ctx := context.Background()
+	js, err := jetstream.New(natstest.Conn(t, s, nats.UserInfo("free", "pw")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := kv.Claim(ctx, kv.Plain(js), kv.LeaseConfig{TTL: 3 * time.Second, Holder: "b/2", IDs: &workerid.Range{First: 2, Last: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	nc := natstest.Conn(t, s, nats.UserInfo("vendor", "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	m, err := OpenPeerMarks(PeerMarksConfig{Conn: nc, JS: kv.Plain(js), Prefix: "leaf", Self: "a/1",
+		Replies: vending.NewReplies(nil, nil), TrustAfter: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(ctx) })
+	for range 2 {
+		_, err := m.Mark(ctx, "order")
+		if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, scatter.ErrRefused) || !strings.Contains(err.Error(), "b/2") {
+			t.Fatalf("Mark: %v; want ErrUnavailable naming b/2 and the refusal", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "NATS refuses this vendor's questions for the other vendors' segment marks"); n != 1 {
+		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/internal/inflight"
+	"github.com/leaf-nats/leaf/internal/scatter"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -101,37 +102,25 @@ type Reply struct {
 	Sent, Arrived time.Time
 }
 
-// AskAgainAfter is how long an Asker whose question NATS refused waits
-// before it asks again: the permission may be granted by a configuration
-// reload, and each refusal is an error in the server's log.
-const AskAgainAfter = time.Minute
-
 // ErrPeersDenied is the answer of an Asker while NATS refuses its question.
-var ErrPeersDenied = errors.New("no permission to ask the other vendors: NATS refuses this vendor's user to publish on the vendors' safety exchange; grant it (docs/security.md, docs/nats-accounts.conf)")
+var ErrPeersDenied = fmt.Errorf("%w: NATS refuses this vendor's user to publish on the vendors' safety exchange; grant it (docs/security.md, docs/nats-accounts.conf)",
+	scatter.ErrRefused)
 
-// Asker asks every live vendor about itself on PeersSubject. A request NATS
-// refuses is not seen by the publisher: the server answers it with an
-// asynchronous error. The Asker spots it, says so once, and does not ask
-// again for AskAgainAfter, so that neither log grows.
+// Asker asks every live vendor about itself on PeersSubject. While NATS
+// refuses the question it says so once and asks no more for a while
+// (scatter.Asker).
 type Asker struct {
-	nc      *nats.Conn
-	subject string
-	self    string
-	log     *slog.Logger
-
-	mu          sync.Mutex
-	deniedUntil time.Time // zero while allowed
+	ask  *scatter.Asker
+	self string
+	log  *slog.Logger
 }
 
 // NewAsker asks on nc, leaving out the answers of self (this vendor).
 func NewAsker(nc *nats.Conn, prefix, self string, log *slog.Logger) *Asker {
-	return &Asker{nc: nc, subject: PeersSubject(prefix), self: self, log: log}
-}
-
-// IsDenial reports whether err is the server's refusal of an Asker's
-// question: the connection's error handler leaves it to the Asker.
-func IsDenial(err error, prefix string) bool {
-	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+PeersSubject(prefix)+`"`)
+	return &Asker{self: self, log: log, ask: scatter.NewAsker(scatter.AskerConfig{
+		Conn: nc, Subject: PeersSubject(prefix), What: "questions to the other vendors", Logger: log,
+		Lost: "the clock check before a worker-ID claim compares with the NATS server's clock only, and a vendor in another JetStream with this worker ID, or serving from another segment store, goes unnoticed",
+	})}
 }
 
 // Ask asks every live vendor, and returns the answers of every one but
@@ -141,87 +130,21 @@ func IsDenial(err error, prefix string) bool {
 // that cannot be believed are left out and logged. It returns
 // ErrPeersDenied while NATS refuses the question.
 func (a *Asker) Ask(ctx context.Context, wait, grace time.Duration, expect int, clock snowflake.Clock) ([]Reply, error) {
-	if a.holdingOff(clock.Now()) {
-		return nil, ErrPeersDenied
-	}
-	inbox := a.nc.NewRespInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	before := a.nc.LastError()
-	sent := clock.Now()
-	if err := a.nc.PublishRequest(a.subject, inbox, nil); err != nil {
-		return nil, err
-	}
-	start := clock.Now()
 	var out []Reply
-	for {
-		waited := max(clock.Now().Sub(start), 0) // a clock stepped back waits no longer than wait
-		left := wait - waited
-		if len(out) >= expect {
-			left = min(left, grace-waited)
-		}
-		if left <= 0 {
-			break
-		}
-		msg, err := nextMsg(ctx, sub, left)
-		if err != nil {
-			break // the deadline: everyone who answers in time has
-		}
-		p, err := DecodePeer(msg.Data)
+	q := scatter.Question{Wait: wait, Grace: grace, Enough: func() bool { return len(out) >= expect }, Clock: clock}
+	err := a.ask.Ask(ctx, q, func(ans scatter.Answer) {
+		p, err := DecodePeer(ans.Data)
 		switch {
 		case err != nil:
 			a.log.Warn("a vendor's answer on the safety exchange was left out", "err", err)
 		case p.Instance != a.self:
-			out = append(out, Reply{Peer: p, Sent: sent, Arrived: clock.Now()})
+			out = append(out, Reply{Peer: p, Sent: ans.Sent, Arrived: ans.Arrived})
 		}
-	}
-	// The server sends its refusal of the request before the PONG of this
-	// flush; the connection keeps it as its last error.
-	if err := a.nc.FlushTimeout(time.Second); err != nil {
-		return out, nil // unknown: as if allowed
-	}
-	if last := a.nc.LastError(); last != before && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+a.subject+`"`) {
-		a.denied(clock.Now())
+	})
+	if errors.Is(err, scatter.ErrRefused) {
 		return nil, ErrPeersDenied
 	}
-	a.allowed()
-	return out, nil
-}
-
-func nextMsg(ctx context.Context, sub *nats.Subscription, wait time.Duration) (*nats.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	return sub.NextMsgWithContext(ctx)
-}
-
-func (a *Asker) holdingOff(now time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return !a.deniedUntil.IsZero() && now.Before(a.deniedUntil)
-}
-
-func (a *Asker) denied(now time.Time) {
-	a.mu.Lock()
-	first := a.deniedUntil.IsZero()
-	a.deniedUntil = now.Add(AskAgainAfter)
-	a.mu.Unlock()
-	if first {
-		a.log.Warn("NATS refuses this vendor's questions to the other vendors: the clock check before a worker-ID claim compares with the NATS server's clock only, and a vendor in another JetStream with this worker ID, or serving from another segment store, goes unnoticed. Grant this vendor's NATS user publish on "+a.subject+" (docs/security.md)",
-			"subject", a.subject, "ask_again_every", AskAgainAfter)
-	}
-}
-
-func (a *Asker) allowed() {
-	a.mu.Lock()
-	was := !a.deniedUntil.IsZero()
-	a.deniedUntil = time.Time{}
-	a.mu.Unlock()
-	if was {
-		a.log.Info("NATS now lets this vendor ask the other vendors", "subject", a.subject)
-	}
+	return out, err
 }
 
 // responder answers the others' questions about this vendor.
@@ -230,7 +153,7 @@ type responder struct {
 	replies *vending.Replies
 	log     *slog.Logger
 
-	inFlight callbacks
+	inFlight inflight.Group // the callbacks a close waits for (Unsubscribe does not)
 }
 
 // respond subscribes on nc to PeersSubject(prefix) and answers each
@@ -238,10 +161,10 @@ type responder struct {
 func respond(nc *nats.Conn, prefix string, replies *vending.Replies, log *slog.Logger, self func() Peer) (*responder, error) {
 	r := &responder{replies: replies, log: log}
 	sub, err := nc.Subscribe(PeersSubject(prefix), func(m *nats.Msg) {
-		if !r.inFlight.enter() {
+		if !r.inFlight.Enter() {
 			return
 		}
-		defer r.inFlight.exit()
+		defer r.inFlight.Exit()
 		if why := r.replies.Why(m.Reply); why != "" {
 			r.replies.Drop(r.log, m.Subject, m.Reply, why)
 			return
@@ -267,9 +190,9 @@ func respond(nc *nats.Conn, prefix string, replies *vending.Replies, log *slog.L
 
 // close stops answering and waits for a question being answered.
 func (r *responder) close() error {
-	r.inFlight.close()
+	r.inFlight.Stop()
 	err := r.sub.Unsubscribe()
-	r.inFlight.wait()
+	r.inFlight.Wait()
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		return err
 	}

@@ -2,13 +2,16 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -124,5 +127,21 @@ func TestAskAndAnswer(t *testing.T) {
 	client.Flush()
 	if m, err := kvSub.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatalf("a vendor answered on %s", m.Subject)
+	}
+}
+
+// An Asker that NATS does not let ask answers ErrPeersDenied, which the
+// Guard takes as no answers (the Asker has said so).
+func TestAskRefused(t *testing.T) {
+	s := natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) {
+		o.Users = []*server.User{{Username: "vendor", Password: "pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Deny: []string{PeersSubject("leaf")}},
+		}}}
+	}})
+	nc := natstest.Conn(t, s, nats.UserInfo("vendor", "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	asker := NewAsker(nc, "leaf", "a/1", slog.New(slog.DiscardHandler))
+	got, err := asker.Ask(t.Context(), time.Second, 0, 0, snowflake.SystemClock{})
+	if !errors.Is(err, ErrPeersDenied) || got != nil {
+		t.Fatalf("Ask: %v, %v; want ErrPeersDenied", got, err)
 	}
 }

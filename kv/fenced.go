@@ -118,7 +118,7 @@ func isBucketGone(ctx context.Context, err error, b jetstream.KeyValue, ttl time
 // in flight, whose write can land though its ack is lost.
 func (k *fencedKey) release(ctx context.Context) error {
 	err := k.kv.Delete(ctx, k.key, jetstream.LastRevision(k.rev))
-	if !revisionMismatch(err) {
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return err
 	}
 	e, gerr := k.kv.Get(ctx, k.key)

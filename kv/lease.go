@@ -282,7 +282,7 @@ func (l *Lease) clockError(ctx context.Context, err error) error {
 // refused finds a timestamp of at least last recorded: one of its own
 // renewals, which covers every millisecond it used.
 func (l *Lease) recordedAtLeast(ctx context.Context, err error, last int64) bool {
-	if !revisionMismatch(err) {
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 		return false
 	}
 	e, gerr := l.clocks.Get(ctx, leaseKey(l.id))
@@ -291,12 +291,6 @@ func (l *Lease) recordedAtLeast(ctx context.Context, err error, last int64) bool
 	}
 	ms, _, perr := ParseClock(e.Value())
 	return perr == nil && ms >= last
-}
-
-func revisionMismatch(err error) bool {
-	var api *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.As(err, &api) &&
-		(api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // writeClock records ms at the clock key's revision. A write whose outcome
@@ -315,7 +309,7 @@ func (l *Lease) writeClock(ctx context.Context, ms int64) (uint64, error) {
 	case err == nil:
 		l.unacked = l.unacked[:0]
 		return rev, nil
-	case !revisionMismatch(err) && !errors.Is(err, jetstream.ErrKeyExists):
+	case !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists):
 		l.unacked = append(l.unacked, ms)
 	}
 	return 0, fmt.Errorf("kv: record last timestamp of worker ID %d: %w", l.id, err)

@@ -9,12 +9,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/inflight"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/vending"
@@ -53,10 +53,9 @@ type API struct {
 	wait  time.Duration // leafAPIQueueWait
 	now   func() time.Time
 
-	mu      sync.Mutex
-	closing bool
-	stop    chan struct{} // closed by close: waiters give up their turn
-	wg      sync.WaitGroup
+	// taking are the requests past the queue's door; Close refuses new
+	// ones, and those waiting for a slot give up their turn.
+	taking inflight.Group
 }
 
 const (
@@ -100,7 +99,6 @@ func New(sf vending.Snowflake, segs vending.Segments, obs vending.Observer, reg 
 		queue: make(chan struct{}, leafAPISlots()+leafAPIQueue()),
 		wait:  leafAPIQueueWait,
 		now:   time.Now,
-		stop:  make(chan struct{}),
 	}
 	reg.MustRegister(a.calls)
 	return a
@@ -225,14 +223,10 @@ func (a *API) acquire(ctx context.Context) error {
 	default:
 		return errLeafAPIBusy
 	}
-	a.mu.Lock()
-	if a.closing {
-		a.mu.Unlock()
+	if !a.taking.Enter() {
 		<-a.queue
 		return errLeafAPIClosing
 	}
-	a.wg.Add(1)
-	a.mu.Unlock()
 	select {
 	case a.slots <- struct{}{}:
 		return nil
@@ -244,32 +238,26 @@ func (a *API) acquire(ctx context.Context) error {
 	select {
 	case a.slots <- struct{}{}:
 		return nil
-	case <-a.stop:
+	case <-a.taking.Stopping():
 		err = errLeafAPIClosing
 	case <-ctx.Done():
 	case <-t.C:
 	}
 	<-a.queue
-	a.wg.Done()
+	a.taking.Exit()
 	return err
 }
 
 func (a *API) release() {
 	<-a.slots
 	<-a.queue
-	a.wg.Done()
+	a.taking.Exit()
 }
 
 // Close refuses new requests and waits for those taking IDs (each bounded
 // by its time-out): the vendor releases its worker ID only after.
 func (a *API) Close(context.Context) error {
-	a.mu.Lock()
-	if !a.closing {
-		a.closing = true
-		close(a.stop)
-	}
-	a.mu.Unlock()
-	a.wg.Wait()
+	a.taking.Close()
 	return nil
 }
 

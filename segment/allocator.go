@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/inflight"
 )
 
 // Defaults for the zero fields of Options.
@@ -162,9 +163,7 @@ type Allocator struct {
 	// lookups bounds the store reads of uncached tags.
 	lookups *rate.Limiter
 
-	goMu   sync.Mutex // orders wg.Add against Close's wg.Wait
-	closed bool
-	wg     sync.WaitGroup
+	goroutines inflight.Group // the refresh loop and the loads; Close waits for them
 
 	storeDown atomic.Bool // logs an outage once, and its end once
 	rw        rewinds     // stores found behind what was handed out
@@ -211,11 +210,9 @@ func (a *Allocator) Known() int { return len(a.tags.Load().known) }
 // them (each bounded by Options.LoadTimeout). Calls after Close fail with
 // ErrUnavailable.
 func (a *Allocator) Close(ctx context.Context) error {
-	a.goMu.Lock()
-	a.closed = true
-	a.goMu.Unlock()
+	a.goroutines.Stop()
 	a.cancel()
-	a.wg.Wait()
+	a.goroutines.Wait()
 	if a.opt.GiveBack {
 		a.giveBack(ctx)
 	}
@@ -223,19 +220,7 @@ func (a *Allocator) Close(ctx context.Context) error {
 }
 
 // spawn runs f in a goroutine that Close waits for; false after Close.
-func (a *Allocator) spawn(f func()) bool {
-	a.goMu.Lock()
-	defer a.goMu.Unlock()
-	if a.closed {
-		return false
-	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		f()
-	}()
-	return true
-}
+func (a *Allocator) spawn(f func()) bool { return a.goroutines.Go(f) }
 
 // TryTake appends n ascending IDs for tag to dst if it can without waiting
 // for the store. ok is false, with nothing consumed, when serving would

@@ -1,6 +1,7 @@
 package segment_test
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -87,20 +88,13 @@ func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 		}
 		r.MaxID, end = base, e
 	}
-	r.Allocated = segment.Grant(r.MaxID, cmpOr(step, r.Step), end)
+	r.Allocated = segment.Grant(r.MaxID, cmp.Or(step, r.Step), end)
 	if r.Allocated == 0 {
 		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrExhausted}
 	}
 	r.MaxID += r.Allocated
 	f.rows[tag] = r
 	return r, nil
-}
-
-func cmpOr(a, b int64) int64 {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 func (f *fakeStore) Tags(ctx context.Context) ([]segment.Row, error) {

@@ -1,6 +1,7 @@
 package strict
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/inflight"
+	"github.com/leaf-nats/leaf/internal/natsperm"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -73,8 +76,8 @@ type ForwarderConfig struct {
 }
 
 func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
-	c.Prefix = cmpOr(c.Prefix, vending.DefaultPrefix)
-	c.QueueGroup = cmpOr(c.QueueGroup, vending.DefaultQueueGroup)
+	c.Prefix = cmp.Or(c.Prefix, vending.DefaultPrefix)
+	c.QueueGroup = cmp.Or(c.QueueGroup, vending.DefaultQueueGroup)
 	if c.MaxCount == 0 {
 		c.MaxCount = vending.DefaultMaxRangeBatch
 	}
@@ -123,13 +126,6 @@ func (c ForwarderConfig) withDefaults() (ForwarderConfig, error) {
 	return c, nil
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // Forwarder carries strict tags' requests between vendors (package strict):
 // a vendor that does not lead a tag asks its leader with Forward, and the
 // leader answers on the subscriptions Listen makes. It is
@@ -142,11 +138,11 @@ type Forwarder struct {
 	// subjects, so as a leader it takes handed-off requests. Checked at
 	// start (mayAnswerClients), turned off when NATS refuses an answer
 	// (noteDenied), checked again every Reprobe while off.
-	direct    atomic.Bool
-	probing   atomic.Bool
-	probedAt  atomic.Int64 // Unix ns of the last check
-	deniedMu  sync.Mutex
-	lastError error // the connection's last error noteDenied looked at
+	direct   atomic.Bool
+	probing  atomic.Bool
+	probedAt atomic.Int64 // Unix ns of the last check
+	deniedMu sync.Mutex
+	seen     natsperm.Since // the connection's errors noteDenied looked at
 
 	// lostPrefix is the inbox on which NATS says that a handed-off request
 	// found no leader listening (the handoff's own reply subject is it
@@ -156,10 +152,12 @@ type Forwarder struct {
 	ctx    context.Context // cancelled by Close: bounds the serves in flight
 	cancel context.CancelFunc
 
-	mu     sync.Mutex // orders wg.Add and subscriptions against Close
-	closed bool
-	subs   map[*nats.Subscription]struct{}
-	wg     sync.WaitGroup
+	// serving are the probes and the serves that wait for the store;
+	// Close stops it before it takes subs, so that no subscription is
+	// added after.
+	serving inflight.Group
+	mu      sync.Mutex // guards subs
+	subs    map[*nats.Subscription]struct{}
 }
 
 // OpenForwarder returns a Forwarder on nc, the service's connection.
@@ -181,7 +179,7 @@ func (f *Forwarder) probe() {
 	ok, first := f.mayAnswerClients(), f.probedAt.Load() == 0
 	f.probedAt.Store(f.cfg.Clock.Now().UnixNano())
 	f.deniedMu.Lock()
-	f.lastError = f.nc.LastError() // the probe's own refusals are no news for noteDenied
+	f.seen = natsperm.Now(f.nc) // the probe's own refusals are no news for noteDenied
 	f.deniedMu.Unlock()
 	switch was := f.direct.Swap(ok); {
 	case ok && !was && !first:
@@ -198,19 +196,12 @@ func (f *Forwarder) reprobe() {
 	if f.direct.Load() || f.cfg.Clock.Now().Sub(time.Unix(0, f.probedAt.Load())) < f.cfg.Reprobe || !f.probing.CompareAndSwap(false, true) {
 		return
 	}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		f.probing.Store(false)
-		return
-	}
-	f.wg.Add(1)
-	f.mu.Unlock()
-	go func() {
-		defer f.wg.Done()
+	if !f.serving.Go(func() {
 		defer f.probing.Store(false)
 		f.probe()
-	}()
+	}) {
+		f.probing.Store(false)
+	}
 }
 
 // noteDenied turns direct answers off when NATS refused one: this vendor's
@@ -219,27 +210,22 @@ func (f *Forwarder) reprobe() {
 // answer to a forward, and forward again. The refusal reaches the
 // connection after the publish, so the next answer notices it.
 func (f *Forwarder) noteDenied() {
-	last := f.nc.LastError()
-	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) {
-		return
-	}
 	f.deniedMu.Lock()
-	seen := last == f.lastError
-	f.lastError = last
+	r, refused := f.seen.Advance()
 	f.deniedMu.Unlock()
-	if seen || !f.repliesDenied(last) || !f.direct.CompareAndSwap(true, false) {
+	if !refused || !f.repliesDenied(r) || !f.direct.CompareAndSwap(true, false) {
 		return
 	}
 	f.probedAt.Store(f.cfg.Clock.Now().UnixNano())
-	f.cfg.Logger.Warn("strict tags: NATS refused this vendor's answer to the client of a handed-off request, so its permissions changed: the other vendors forward to it again, and it checks again every "+f.cfg.Reprobe.String()+" (grant the vendors' user publish on the reply prefixes; docs/security.md)",
-		"err", last)
+	f.cfg.Logger.Warn("strict tags: NATS refused an answer to a handed-off request's client; the other vendors forward to this one again",
+		"subject", r.Subject, "checks_again_every", f.cfg.Reprobe,
+		"hint", "its permissions changed: grant the vendors' user publish on the reply prefixes (docs/security.md)")
 }
 
-// repliesDenied reports whether err is NATS refusing a publish under a
-// reply prefix.
-func (f *Forwarder) repliesDenied(err error) bool {
+// repliesDenied reports whether r refuses a publish under a reply prefix.
+func (f *Forwarder) repliesDenied(r natsperm.Refusal) bool {
 	for _, p := range f.cfg.ReplyPrefixes {
-		if strings.Contains(err.Error(), `Publish to "`+p) {
+		if r.Op == natsperm.Publish && strings.HasPrefix(r.Subject, p) {
 			return true
 		}
 	}
@@ -256,7 +242,7 @@ const HandoffProbe = "leaf-handoff-probe"
 // every reply prefix (a subject no one listens on): then, as a strict
 // tag's leader, it can answer the clients of handed-off requests.
 func (f *Forwarder) mayAnswerClients() bool {
-	before := f.nc.LastError()
+	since := natsperm.Now(f.nc)
 	for _, p := range f.cfg.ReplyPrefixes {
 		if err := f.nc.Publish(p+HandoffProbe, nil); err != nil {
 			return false
@@ -265,15 +251,17 @@ func (f *Forwarder) mayAnswerClients() bool {
 	if err := f.nc.Flush(); err != nil {
 		return false
 	}
-	last := f.nc.LastError()
-	return last == before || !errors.Is(last, nats.ErrPermissionViolation)
+	// Any refusal, not the probes' only: the connection keeps the last
+	// error alone, so a refusal of another subject may hide theirs.
+	_, refused := since.Refused()
+	return !refused
 }
 
 // Close stops listening for every tag and waits for the forwarded requests
 // being served (each bounded by the forward time-out).
 func (f *Forwarder) Close(context.Context) error {
+	f.serving.Stop()
 	f.mu.Lock()
-	f.closed = true
 	subs := f.subs
 	f.subs = nil
 	f.mu.Unlock()
@@ -283,7 +271,7 @@ func (f *Forwarder) Close(context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	f.wg.Wait()
+	f.serving.Wait()
 	f.cancel()
 	return errors.Join(errs...)
 }
@@ -339,7 +327,7 @@ func (f *Forwarder) Forward(ctx context.Context, tag string, dst []ids.Range, n 
 func (f *Forwarder) Listen(tag string, ls *Leaders) (stop func(), err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.serving.Stopped() {
 		return nil, fmt.Errorf("%w: closing", segment.ErrUnavailable)
 	}
 	sub, err := f.nc.QueueSubscribe(StrictSubject(f.cfg.Prefix, tag), f.cfg.QueueGroup, func(m *nats.Msg) { f.serve(tag, ls, m) })
@@ -375,7 +363,7 @@ func (f *Forwarder) Listen(tag string, ls *Leaders) (stop func(), err error) {
 func (f *Forwarder) Follow(ls *Leaders) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.serving.Stopped() {
 		return fmt.Errorf("%w: closing", segment.ErrUnavailable)
 	}
 	gone, err := f.nc.Subscribe(GoneSubject(f.cfg.Prefix), func(m *nats.Msg) {
@@ -487,20 +475,13 @@ func (f *Forwarder) take(tag string, ls *Leaders, body []byte, limit int, err er
 		answer(rs, err)
 		return
 	}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		answer(nil, fmt.Errorf("%w: this vendor is stopping", segment.ErrUnavailable))
-		return
-	}
-	f.wg.Add(1)
-	f.mu.Unlock()
-	go func() {
-		defer f.wg.Done()
+	if !f.serving.Go(func() {
 		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 		defer cancel()
 		answer(ls.Serve(ctx, tag, nil, n))
-	}()
+	}) {
+		answer(nil, fmt.Errorf("%w: this vendor is stopping", segment.ErrUnavailable))
+	}
 }
 
 // respond answers a forwarded request with rs, or with err as the service

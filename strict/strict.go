@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/inflight"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -160,11 +161,13 @@ type Leaders struct {
 	cfg Config
 	log *slog.Logger
 
+	// drivers are the leads' drivers; Close stops it before it takes the
+	// leads, so that no lead starts after.
+	drivers inflight.Group
+
 	mu       sync.Mutex
 	leads    map[string]*lead     // this vendor's, from the claim until the lead ends
 	answered map[string]time.Time // when another vendor last answered a Forward as the tag's leader
-	closed   bool
-	wg       sync.WaitGroup
 }
 
 // Open returns Leaders with cfg; Close ends every lead.
@@ -321,7 +324,7 @@ func (ls *Leaders) Handoff(tag string) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	at, ok := ls.answered[tag]
-	return ok && !ls.closed && ls.leads[tag] == nil && now.Sub(at) < ls.cfg.HandoffFor
+	return ok && !ls.drivers.Stopped() && ls.leads[tag] == nil && now.Sub(at) < ls.cfg.HandoffFor
 }
 
 // Forget forgets the leader's answers of tag: its leader said it stepped
@@ -389,15 +392,14 @@ func (ls *Leaders) sourceErr(l *lead, err error) error {
 // race it for the lease (and lose, with a 503).
 func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 	ls.mu.Lock()
-	if ls.closed {
-		ls.mu.Unlock()
-		return nil, fmt.Errorf("%w: closing", segment.ErrUnavailable)
-	}
 	l := ls.leads[tag]
 	if l == nil {
 		l = ls.startLead(tag)
 	}
 	ls.mu.Unlock()
+	if l == nil || ls.drivers.Stopped() {
+		return nil, fmt.Errorf("%w: closing", segment.ErrUnavailable)
+	}
 	select {
 	case <-l.started:
 		return l, nil
@@ -409,7 +411,7 @@ func (ls *Leaders) takeLead(ctx context.Context, tag string) (*lead, error) {
 }
 
 // startLead starts the driver of a lead of tag, which claims the lease at
-// once. ls.mu is held.
+// once; nil once Close has begun. ls.mu is held.
 func (ls *Leaders) startLead(tag string) *lead {
 	ctx, stop := context.WithCancelCause(context.Background())
 	l := &lead{ls: ls, tag: tag, stop: stop, started: make(chan struct{}), done: make(chan struct{})}
@@ -420,11 +422,11 @@ func (ls *Leaders) startLead(tag string) *lead {
 		Logger:  ls.log,
 	}, l)
 	ls.leads[tag] = l
-	ls.wg.Add(1)
-	go func() {
-		defer ls.wg.Done()
-		l.end(l.drv.Run(ctx))
-	}()
+	if !ls.drivers.Go(func() { l.end(l.drv.Run(ctx)) }) {
+		delete(ls.leads, tag)
+		stop(nil)
+		return nil
+	}
 	return l
 }
 
@@ -439,8 +441,8 @@ func (ls *Leaders) stepDown(l *lead, why error) {
 // releases its lease, so another vendor leads at once. It waits for the
 // leads' drivers to end.
 func (ls *Leaders) Close(context.Context) error {
+	ls.drivers.Stop()
 	ls.mu.Lock()
-	ls.closed = true
 	leads := make([]*lead, 0, len(ls.leads))
 	for _, l := range ls.leads {
 		leads = append(leads, l)
@@ -449,7 +451,7 @@ func (ls *Leaders) Close(context.Context) error {
 	for _, l := range leads {
 		l.stop(errors.New("vendor stopping"))
 	}
-	ls.wg.Wait()
+	ls.drivers.Wait()
 	return nil
 }
 

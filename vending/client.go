@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/backoff"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -209,7 +210,7 @@ func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.R
 		msg.Header = nats.Header{EncodingHeader: rangesEncoding}
 		msg.Data = strconv.AppendInt(nil, n, 10)
 	}
-	backoff := cfg.BackoffMin
+	b := backoff.Backoff{Min: cfg.BackoffMin, Max: cfg.BackoffMax}
 	for attempt := 0; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {
 			return dst, ErrClientClosed
@@ -230,8 +231,8 @@ func (s *Source) request(ctx context.Context, dst []ids.Range, n int64) ([]ids.R
 			}
 			return dst, fmt.Errorf("%w: %s: no reply in %d attempts of %v: %w%s", ErrUnavailable, s.subject, attempt+1, cfg.Timeout, err, hint)
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, cfg.BackoffMax)
+		d := b.Next()
+		wait := d/2 + rand.N(d/2+1) // jitter, so that clients turned away together come back apart
 		if throttled && e.RetryAfter > 0 {
 			// The vendor said when: asking sooner is refused again.
 			wait = e.RetryAfter + rand.N(e.RetryAfter/8+1)

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/internal/throttle"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 )
@@ -186,20 +186,12 @@ func limitHeaders(err error) []micro.RespondOpt {
 	return []micro.RespondOpt{micro.WithHeaders(h)}
 }
 
-// errorLog aggregates internal errors into periodic log lines.
-type errorLog struct {
-	mu     sync.Mutex
-	last   time.Time
-	missed int
-}
+// errorLog logs internal errors, so that a storm of them cannot flood the
+// log: one line per interval, with a count of those since.
+type errorLog struct{ lines throttle.Lines }
 
 func (l *errorLog) note(s *Service, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.last) < 10*time.Second {
-		l.missed++
-		return
+	if held, ok := l.lines.Allow(time.Now()); ok {
+		s.log.Error("internal error answering a request (500)", "err", err, "more_since_last_line", held)
 	}
-	s.log.Error("internal error answering a request (500)", "err", err, "more_since_last_line", l.missed)
-	l.last, l.missed = time.Now(), 0
 }

@@ -15,18 +15,9 @@ import (
 // later once, as answered; an error it is answered with later is counted
 // in leaf_requests_total but not in micro's num_errors.
 func (s *Service) later(req micro.Request, serve func(micro.Request)) {
-	s.mu.Lock()
-	if s.stopping {
-		s.mu.Unlock()
+	if !s.slow.Go(func() { serve(detached{req, s.nc}) }) {
 		serve(req)
-		return
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		serve(detached{req, s.nc})
-	}()
 }
 
 // detached answers a request after its handler has returned, publishing

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/inflight"
 )
 
 // Block is IDs reserved for one goroutine (Source.Block). Its Next hands
@@ -74,11 +75,9 @@ type prefetcher struct {
 	queued int64       // the IDs in queue
 	err    error       // the last refill's error, returned once the buffer is empty
 	filled chan struct{}
-	closed bool
 
-	wake chan struct{} // asks refillLoop for a refill; capacity 1
-	stop chan struct{}
-	done chan struct{}
+	wake chan struct{}  // asks refillLoop for a refill; capacity 1
+	loop inflight.Group // refillLoop; its Stop closes the buffer
 }
 
 // cursor is the run being handed out. Its next ID passes end once it is
@@ -95,12 +94,10 @@ func newPrefetcher(s *Source) *prefetcher {
 		src:    s,
 		filled: make(chan struct{}),
 		wake:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
 	}
 	p.size.Store(min(int64(s.c.cfg.Prefetch), s.limit))
 	p.lowWater.Store(int64(s.c.cfg.LowWater))
-	go p.refillLoop()
+	p.loop.Go(p.refillLoop)
 	return p
 }
 
@@ -153,7 +150,7 @@ func (p *prefetcher) take(ctx context.Context, n int64, part ids.Range) (Block, 
 		rs, need = append(rs, part), need-part.Count
 	}
 	for need > 0 {
-		if p.closed {
+		if p.loop.Stopped() {
 			return Block{}, ErrClientClosed
 		}
 		if p.src.strict.Load() {
@@ -224,7 +221,7 @@ func (p *prefetcher) wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-p.stop:
+	case <-p.loop.Stopping():
 		return ErrClientClosed
 	}
 }
@@ -240,10 +237,10 @@ func (p *prefetcher) held() int64 {
 
 // refillLoop is the refill goroutine: one request at a time, on demand.
 func (p *prefetcher) refillLoop() {
-	defer close(p.done)
+	stop := p.loop.Stopping()
 	for {
 		select {
-		case <-p.stop:
+		case <-stop:
 			return
 		case <-p.wake:
 		}
@@ -301,10 +298,9 @@ func (p *prefetcher) drop() {
 }
 
 func (p *prefetcher) close() {
+	p.loop.Stop()
 	p.mu.Lock()
-	p.closed = true
 	p.cur.Store(nil) // the IDs left are dropped: callers move to take, which says closed
 	p.mu.Unlock()
-	close(p.stop)
-	<-p.done
+	p.loop.Wait()
 }

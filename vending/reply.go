@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leaf-nats/leaf/internal/throttle"
 )
 
 // DefaultReplyPrefixes are the reply subjects a vendor answers by default:
@@ -31,9 +32,9 @@ var DefaultReplyPrefixes = []string{nats.InboxPrefix, "_R_."}
 // vendor answers on goes through one (the service, the strict forwarder,
 // the vendors' safety exchange).
 type Replies struct {
-	allow  []string // reply prefixes
-	refuse []string // prefixes refused although allowed: the vendor's own
-	log    dropLog
+	allow  []string       // reply prefixes
+	refuse []string       // prefixes refused although allowed: the vendor's own
+	drops  throttle.Lines // a flood of dropped requests must not flood the log
 }
 
 // NewReplies answers the reply subjects under prefixes (checked with
@@ -154,26 +155,10 @@ func (s *Service) drop(mode, subject, reply, why string) {
 // Drop logs a request dropped for why, at most once every few seconds with
 // a count of those since.
 func (g *Replies) Drop(log *slog.Logger, subject, reply, why string) {
-	g.log.note(log, g.allow, subject, reply, why)
-}
-
-// dropLog aggregates dropped requests into periodic log lines, so that a
-// flood of them cannot flood the log.
-type dropLog struct {
-	mu     sync.Mutex
-	last   time.Time
-	missed int
-}
-
-func (l *dropLog) note(log *slog.Logger, prefixes []string, subject, reply, why string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.last) < 10*time.Second {
-		l.missed++
+	held, ok := g.drops.Allow(time.Now())
+	if !ok {
 		return
 	}
-	log.Warn("dropped a request with "+why+": a vendor answers only inboxes ("+strings.Join(prefixes, ", ")+
-		"; LEAF_REPLY_PREFIXES), never '$' subjects or its own; someone may be trying to make it write to its own state",
-		"subject", subject, "reply", quote([]byte(reply)), "more_since_last_line", l.missed)
-	l.last, l.missed = time.Now(), 0
+	log.Warn("dropped a request with "+why, "subject", subject, "reply", quote([]byte(reply)), "more_since_last_line", held,
+		"hint", "a vendor answers only inboxes ("+strings.Join(g.allow, ", ")+"; LEAF_REPLY_PREFIXES), never '$' subjects or its own; someone may be trying to make it write to its own state")
 }

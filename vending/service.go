@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/internal/inflight"
+	"github.com/leaf-nats/leaf/internal/scatter"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -30,18 +32,20 @@ const (
 
 // Service answers ID requests as the micro service "leaf".
 type Service struct {
-	cfg  Config
-	nc   *nats.Conn
-	mc   micro.Config // of every micro service it adds
-	log  *slog.Logger
-	obs  Observer
-	wg   sync.WaitGroup // goroutines of requests served later, and the readiness loop
-	stop chan struct{}  // closed by Close: ends the readiness loop
-	// ctx bounds slow segment requests; Stop cancels it once they are done.
+	cfg Config
+	nc  *nats.Conn
+	mc  micro.Config // of every micro service it adds
+	log *slog.Logger
+	obs Observer
+	// slow are the goroutines of requests served later (later); ctx
+	// bounds them, and Close cancels it once they are done.
+	slow   inflight.Group
 	ctx    context.Context
 	cancel context.CancelFunc
+	loop   sync.WaitGroup // the readiness loop
+	stop   chan struct{}  // closed by Close: ends the readiness loop
 
-	mu       sync.Mutex // orders wg.Add against Stop; guards svc and serving
+	mu       sync.Mutex // guards the fields below
 	stopping bool
 	svc      micro.Service // nil while it serves no mode
 	serving  Modes
@@ -79,7 +83,7 @@ func Open(nc *nats.Conn, c Config) (*Service, error) {
 		return nil, err
 	}
 	if c.Readiness != nil {
-		s.wg.Go(s.followReadiness)
+		s.loop.Go(s.followReadiness)
 	}
 	return s, nil
 }
@@ -216,6 +220,8 @@ func (s *Service) addEndpoints(svc micro.Service, m Modes) error {
 func (s *Service) Close(context.Context) error {
 	defer s.cancel()
 	close(s.stop)
+	s.loop.Wait()
+	s.slow.Stop()
 	s.mu.Lock()
 	s.stopping = true
 	svc := s.svc
@@ -224,7 +230,7 @@ func (s *Service) Close(context.Context) error {
 	if svc != nil {
 		err = svc.Stop()
 	}
-	s.wg.Wait()
+	s.slow.Wait()
 	return err
 }
 
@@ -279,32 +285,23 @@ func ServiceMaxBatch(nc *nats.Conn, timeout time.Duration) (int, error) {
 }
 
 // ClusterStats asks every running instance of the service for its stats
-// ($SRV.STATS.leaf) and returns the replies that arrive within wait.
+// ($SRV.STATS.leaf) and returns the replies that arrive within wait. It
+// fails when NATS refuses nc's user the request, rather than answering a
+// cluster of none.
 func ClusterStats(nc *nats.Conn, wait time.Duration) ([]micro.Stats, error) {
 	subject, err := micro.ControlSubject(micro.StatsVerb, ServiceName, "")
 	if err != nil {
 		return nil, err
 	}
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("vending: cluster stats: %w", err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil, fmt.Errorf("vending: cluster stats: %w", err)
-	}
 	var out []micro.Stats
-	deadline := time.Now().Add(wait)
-	for {
-		msg, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			break // the deadline: everyone who answers in time has
-		}
+	err = scatter.Ask(context.Background(), nc, subject, scatter.Question{Wait: wait}, func(a scatter.Answer) {
 		var st micro.Stats
-		if json.Unmarshal(msg.Data, &st) == nil {
+		if json.Unmarshal(a.Data, &st) == nil {
 			out = append(out, st)
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vending: cluster stats: %w", err)
 	}
 	return out, nil
 }

@@ -524,3 +524,35 @@ func TestMicroInfoDescribesTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// ClusterStats gathers every vendor's stats, and fails when NATS refuses
+// the request rather than answering a cluster of none.
+func TestClusterStats(t *testing.T) {
+	s := natstest.ServerWith(t, natsserver.Config{Configure: func(o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "free", Password: "pw"},
+			{Username: "denied", Password: "pw", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Deny: []string{"$SRV.STATS.leaf"}},
+			}},
+		}
+	}})
+	for id := range 2 {
+		g, err := snowflake.New(snowflake.Settings{WorkerID: id + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := vending.Open(natstest.Conn(t, s, nats.UserInfo("free", "pw")), vending.Config{Snowflake: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { svc.Close(context.Background()) })
+	}
+	stats, err := vending.ClusterStats(natstest.Conn(t, s, nats.UserInfo("free", "pw")), 2*time.Second)
+	if err != nil || len(stats) != 2 {
+		t.Fatalf("ClusterStats: %d answers, %v; want both vendors'", len(stats), err)
+	}
+	denied := natstest.Conn(t, s, nats.UserInfo("denied", "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if stats, err := vending.ClusterStats(denied, 2*time.Second); err == nil || !strings.Contains(err.Error(), "$SRV.STATS.leaf") {
+		t.Fatalf("ClusterStats refused: %d answers, %v; want an error naming the subject", len(stats), err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,6 +16,7 @@ import (
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
 	"github.com/leaf-nats/leaf/internal/backoff"
+	"github.com/leaf-nats/leaf/internal/natsperm"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
@@ -58,16 +58,14 @@ func (v *vendor) retry(ctx context.Context, what string, f func() error) error {
 		starting = v.http.Starting
 	}
 	return retrying(ctx, v.log, starting, what, startupBudget, func() error {
-		var before error
-		if v.dataConn != nil {
-			before = v.dataConn.LastError()
+		if v.dataConn == nil {
+			return f()
 		}
+		since := natsperm.Now(v.dataConn)
 		err := f()
-		if err != nil && v.dataConn != nil {
-			if last := v.dataConn.LastError(); last != before && jetStreamDenied(last) {
-				return fmt.Errorf("%w: %v, so this vendor cannot %s (%v): grant its NATS user what docs/nats-accounts.conf grants leaf-vendor",
-					errDenied, last, what, err)
-			}
+		if r, ok := since.Refused(); err != nil && ok && jetStreamDenied(r) {
+			return fmt.Errorf("%w: %v, so this vendor cannot %s (%v): grant its NATS user what docs/nats-accounts.conf grants leaf-vendor",
+				errDenied, r.Err, what, err)
 		}
 		return err
 	})
@@ -77,11 +75,26 @@ func (v *vendor) retry(ctx context.Context, what string, f func() error) error {
 // cannot fix it.
 var errDenied = errors.New("NATS refuses this vendor's user")
 
-// jetStreamDenied reports whether err is NATS refusing a JetStream or KV
-// subject (what JetStream and its buckets need).
-func jetStreamDenied(err error) bool {
-	return errors.Is(err, nats.ErrPermissionViolation) &&
-		(strings.Contains(err.Error(), `"$JS.`) || strings.Contains(err.Error(), `"$KV.`))
+// jetStreamDenied reports whether r refuses a JetStream or KV subject
+// (what JetStream and its buckets need).
+func jetStreamDenied(r natsperm.Refusal) bool {
+	return strings.HasPrefix(r.Subject, "$JS.") || strings.HasPrefix(r.Subject, "$KV.")
+}
+
+// reportedElsewhere reports whether err is NATS refusing a publish that the
+// vendor's part that made it says itself, once and with what to grant: the
+// askers of the other vendors and of the servers' settings, and the strict
+// tags' probe. The connection's error handler leaves those to it.
+func reportedElsewhere(err error, prefix string) bool {
+	r, ok := natsperm.Parse(err)
+	if !ok || r.Op != natsperm.Publish {
+		return false
+	}
+	switch r.Subject {
+	case status.StatsSubject, cluster.PeersSubject(prefix), cluster.MarksSubject(prefix), natsserver.VarzSubject:
+		return true
+	}
+	return strings.HasSuffix(r.Subject, "."+strict.HandoffProbe)
 }
 
 func retrying(ctx context.Context, log *slog.Logger, starting func(string, error), what string, budget time.Duration, f func() error) error {
@@ -131,10 +144,8 @@ func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.C
 			log.Info("NATS reconnected", "conn", name, "url", redact(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if status.IsStatsDenial(err) || cluster.IsDenial(err, cfg.SubjectPrefix) ||
-				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), strict.HandoffProbe)) ||
-				(errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), natsserver.VarzSubject)) {
-				return // the askers say it once
+			if reportedElsewhere(err, cfg.SubjectPrefix) {
+				return
 			}
 			subj := ""
 			if sub != nil {
