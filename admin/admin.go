@@ -23,12 +23,13 @@ import (
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/segment/pgstore"
 )
 
 var (
 	_ segment.AdminStore = (*pgstore.Store)(nil)
-	_ segment.AdminStore = (*kv.SegmentStore)(nil)
+	_ segment.AdminStore = (*kvstore.Store)(nil)
 )
 
 // Env is the environment a command acts in: what a vendor with the same
@@ -85,11 +86,11 @@ func OpenStore(ctx context.Context, postgresURL string, replicas int, js kv.JS, 
 		}
 		return pg, func() { pg.Close() }, nil
 	}
-	var ks *kv.SegmentStore
+	var ks *kvstore.Store
 	if create {
-		ks, err = kv.NewSegmentStore(ctx, js, replicas)
+		ks, err = kvstore.New(ctx, js, replicas)
 	} else {
-		ks, err = kv.OpenSegmentStore(ctx, js)
+		ks, err = kvstore.Open(ctx, js)
 	}
 	if err != nil {
 		return nil, nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
 )
@@ -43,7 +44,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
+	store, err := kvstore.New(ctx, kv.Plain(js), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 )
 
 // BenchmarkSegmentLoad is what a vendor writes to JetStream per segment it
@@ -28,7 +29,7 @@ func BenchmarkSegmentLoad(b *testing.B) {
 		})
 		js := natstest.JetStream(b, s)
 		ctx := context.Background()
-		store, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
+		store, err := kvstore.New(ctx, kv.Plain(js), 1)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func workerBuckets(ctx context.Context, js JS, c LeaseConfig) (leases, clocks je
 }
 
 // openOrCreate opens a bucket, creating it from cfg when it is missing.
-func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+func OpenOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	return open(ctx, js, cfg, func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, cfg) })
 }
 
@@ -146,12 +146,12 @@ func kvStreamConfig(cfg jetstream.KeyValueConfig, firstSeq uint64) jetstream.Str
 	}
 }
 
-// keysOf returns the keys of bucket that match filter (a subject pattern
+// KeysOf returns the keys of bucket that match filter (a subject pattern
 // of keys, ">" for all), as the stream's subjects name them: a stream info
 // request, answered by the stream's leader with no consumer and no meta
 // leader. A deleted key may be among them (its delete marker): a get
 // tells.
-func keysOf(ctx context.Context, js jetstream.JetStream, bucket, filter string) ([]string, error) {
+func KeysOf(ctx context.Context, js jetstream.JetStream, bucket, filter string) ([]string, error) {
 	stream, err := js.Stream(ctx, streamOf(bucket))
 	if err != nil {
 		return nil, fmt.Errorf("kv: stream of bucket %s: %w", bucket, err)

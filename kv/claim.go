@@ -392,7 +392,7 @@ func (cl *claimer) waitHeld(ctx context.Context, id int) (*Lease, error) {
 		if v, err := decodeLeaseValue(e.Value()); err == nil {
 			who = fmt.Sprintf("%q, claimed %s, %s", v.Holder, v.Claimed.Format(time.RFC3339), who)
 		} else {
-			who = corrupt(cl.bucket, leaseKey(id), e.Revision(), e.Value(), err, "").Error() + ", " + who
+			who = Corrupt(cl.bucket, leaseKey(id), e.Revision(), e.Value(), err, "").Error() + ", " + who
 		}
 		switch {
 		case seen == 0:

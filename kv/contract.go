@@ -143,7 +143,7 @@ func (cs *Contracts) Get(ctx context.Context) (Contract, uint64, error) {
 	}
 	c, err := decodeContract(e.Value())
 	if err != nil {
-		return Contract{}, e.Revision(), corrupt(cs.js.Cluster, contractKey, e.Revision(), e.Value(), err,
+		return Contract{}, e.Revision(), Corrupt(cs.js.Cluster, contractKey, e.Revision(), e.Value(), err,
 			"A running vendor records the contract it vends by again; nats kv history "+cs.js.Cluster+" "+contractKey+" shows the versions before")
 	}
 	return c, e.Revision(), nil

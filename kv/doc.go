@@ -4,7 +4,7 @@
 //	leaf_workers         snowflake worker-ID leases (Claim, Lease), one key per held ID
 //	leaf_worker_clocks   each worker ID's last timestamp, kept past its lease
 //	leaf_strict_leaders  the leader of each strict tag (Leaders, Lead)
-//	leaf_segments        the segment table when no Postgres is configured (SegmentStore)
+//	leaf_segments        the segment table when no Postgres is configured (its store: segment/kvstore)
 //
 // Every record read back is decoded and checked in one place (records.go)
 // before it is believed: one that does not parse, or holds values no vendor
@@ -43,10 +43,8 @@
 // margin; lost when it is gone or another's; released by a delete at its
 // revision. lease.Machine runs it for both.
 //
-// # Strict leaders and the segment store
+// # Strict leaders
 //
 // A strict tag's leader holds a Lead in leaf_strict_leaders: a fenced key
-// like a worker ID's lease, with no timestamp to record. SegmentStore keeps Leaf's leaf_alloc rows
-// as JSON, allocating with compare-and-set on each row's revision, with a
-// seal for moving the segments to another store (segment.Move).
+// like a worker ID's lease, with no timestamp to record.
 package kv

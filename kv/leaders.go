@@ -178,7 +178,7 @@ func (ls *Leaders) Holder(ctx context.Context, tag string) (string, error) {
 	}
 	v, err := decodeLeadValue(e.Value())
 	if err != nil {
-		return "", corrupt(ls.js.Leaders, tag, e.Revision(), e.Value(), err, "It expires with the bucket's TTL")
+		return "", Corrupt(ls.js.Leaders, tag, e.Revision(), e.Value(), err, "It expires with the bucket's TTL")
 	}
 	return v.Holder, nil
 }

@@ -120,7 +120,7 @@ func readClock(ctx context.Context, clocks jetstream.KeyValue, id int, epoch int
 		if key == seedKey {
 			fix = "Worker IDs with no last timestamp are not claimed while it is; delete it (nats kv del " + clocks.Bucket() + " " + seedKey + "): they then wait a lease TTL once"
 		}
-		return 0, 0, false, corrupt(clocks.Bucket(), key, e.Revision(), e.Value(), err, fix)
+		return 0, 0, false, Corrupt(clocks.Bucket(), key, e.Revision(), e.Value(), err, fix)
 	}
 	if key == seedKey {
 		return inEpoch(last, theirs, epoch), 0, true, nil

@@ -28,7 +28,7 @@ var _ segment.Marks = (*Marks)(nil)
 // OpenMarks opens the bucket, creating it with replicas copies when it is
 // missing.
 func OpenMarks(ctx context.Context, js JS, replicas int) (*Marks, error) {
-	b, err := openOrCreate(ctx, js, jetstream.KeyValueConfig{
+	b, err := OpenOrCreate(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      js.Marks,
 		Placement:   js.Placement,
 		Description: "leaf-nats: how far each segment tag's IDs were handed out, kept outside the segment store",
@@ -58,7 +58,7 @@ func (m *Marks) get(ctx context.Context, tag string) (int64, uint64, error) {
 	}
 	mark, err := parseMark(e.Value())
 	if err != nil {
-		return 0, 0, corrupt(m.kv.Bucket(), tag, e.Revision(), e.Value(), err,
+		return 0, 0, Corrupt(m.kv.Bucket(), tag, e.Revision(), e.Value(), err,
 			"It tells how far the tag was handed out; if the segment store is as it was, delete the key (nats kv del "+m.kv.Bucket()+" "+tag+"): the next segment records it again")
 	}
 	return mark, e.Revision(), nil

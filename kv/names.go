@@ -20,6 +20,10 @@ type Names struct {
 	Placement *jetstream.Placement
 }
 
+// SegmentBucket holds the KV segment store's rows (package
+// segment/kvstore): key = tag, value = the row as JSON.
+const SegmentBucket = "leaf_segments"
+
 // PlainNames are the buckets of a vendor with no region.
 func PlainNames() Names {
 	return Names{Workers: WorkersBucket, Clocks: ClocksBucket, Cluster: ClusterBucket,

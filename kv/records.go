@@ -4,12 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/leaf-nats/leaf/segment"
 )
 
 // Every value read back from a bucket is decoded here and checked before it
@@ -52,13 +49,13 @@ func shown(v []byte) string {
 	return strconv.Quote(string(v))
 }
 
-// corrupt makes the CorruptError of a record that failed to decode.
-func corrupt(bucket, key string, rev uint64, v []byte, err error, fix string) *CorruptError {
+// Corrupt makes the CorruptError of a record that failed to decode.
+func Corrupt(bucket, key string, rev uint64, v []byte, err error, fix string) *CorruptError {
 	return &CorruptError{Bucket: bucket, Key: key, Revision: rev, Value: v, Why: err.Error(), Fix: fix}
 }
 
-// decodeJSON decodes v into dst, refusing trailing data.
-func decodeJSON(v []byte, dst any) error {
+// DecodeJSON decodes a record v into dst, refusing trailing data.
+func DecodeJSON(v []byte, dst any) error {
 	dec := json.NewDecoder(strings.NewReader(string(v)))
 	if err := dec.Decode(dst); err != nil {
 		return fmt.Errorf("not the JSON a vendor writes (%v)", err)
@@ -99,7 +96,7 @@ func ParseClock(v []byte) (ms, epoch int64, err error) {
 // decodeContract reads the cluster contract and checks each term.
 func decodeContract(v []byte) (Contract, error) {
 	var c Contract
-	if err := decodeJSON(v, &c); err != nil {
+	if err := DecodeJSON(v, &c); err != nil {
 		return Contract{}, err
 	}
 	var errs []error
@@ -170,43 +167,10 @@ func parseIDRange(s string) (first, last int, ok bool) {
 	return first, last, found && ferr == nil && lerr == nil
 }
 
-// decodeSegmentRow reads a row of the KV segment store and checks it: a
-// max_id of at least 1 (the first ID), a step in the step column's range
-// (a deleted tag's row may have none), fields of the columns' widths.
-func decodeSegmentRow(v []byte) (segmentRow, error) {
-	var r segmentRow
-	if err := decodeJSON(v, &r); err != nil {
-		return segmentRow{}, err
-	}
-	var errs []error
-	if r.MaxID < 1 {
-		errs = append(errs, fmt.Errorf("max_id %d is below 1, the first ID", r.MaxID))
-	}
-	if (r.Step < 1 && !r.Deleted) || r.Step < 0 || r.Step > math.MaxInt32 {
-		errs = append(errs, fmt.Errorf("step %d is not within 1..%d", r.Step, math.MaxInt32))
-	}
-	if len(r.Description) > segment.MaxDescriptionLen || len(r.MovedTo) > 256 {
-		errs = append(errs, errors.New("a description or seal longer than its column"))
-	}
-	return r, errors.Join(errs...)
-}
-
-// decodeStoreRecord reads the KV segment store's identity.
-func decodeStoreRecord(v []byte) (storeRecord, error) {
-	var rec storeRecord
-	if err := decodeJSON(v, &rec); err != nil {
-		return storeRecord{}, err
-	}
-	if rec.ID == "" || len(rec.ID) > 64 || rec.Created.IsZero() {
-		return storeRecord{}, errors.New("no identity, or no time of creation")
-	}
-	return rec, nil
-}
-
 // decodeLeaseValue reads a worker-ID lease's value.
 func decodeLeaseValue(v []byte) (leaseValue, error) {
 	var l leaseValue
-	if err := decodeJSON(v, &l); err != nil {
+	if err := DecodeJSON(v, &l); err != nil {
 		return leaseValue{}, err
 	}
 	if l.Holder == "" || l.Claimed.IsZero() {
@@ -218,7 +182,7 @@ func decodeLeaseValue(v []byte) (leaseValue, error) {
 // decodeLeadValue reads a strict tag's lead's value.
 func decodeLeadValue(v []byte) (leadValue, error) {
 	var l leadValue
-	if err := decodeJSON(v, &l); err != nil {
+	if err := DecodeJSON(v, &l); err != nil {
 		return leadValue{}, err
 	}
 	if l.Holder == "" || l.Since.IsZero() {

@@ -10,44 +10,23 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
-	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-// What a reply sent where it should not go writes into a bucket: a decode
-// reply, a text reply of IDs, a binary ID, an error sentence, and nothing.
-var foreignValues = []string{
-	`{"id":"1862213154793730049","time":"2024-11-22T06:37:13.123Z","timestamp_ms":1732257433123,"worker_id":1,"sequence":5}`,
-	"1862213154793730049",
-	"1862213154793730049\n1862213154793730050",
-	"\x19\xd8\x8e\x9a\x00\x40\x00\x05",
-	"vending: bad count: the request body must be empty (one ID) or a whole number from 1 to 10000",
-	"",
-	"{}",
-	"null",
-	`{"max_id":0,"step":0}`,
-	`{"epoch":0}`,
-}
-
 func seedForeign(f *testing.F, valid ...string) {
-	for _, v := range append(foreignValues, valid...) {
+	for _, v := range append(testtool.ForeignValues, valid...) {
 		f.Add([]byte(v))
 	}
 }
 
 func TestForeignValuesAreCorrupt(t *testing.T) {
-	for _, v := range foreignValues {
+	for _, v := range testtool.ForeignValues {
 		if _, _, err := ParseClock([]byte(v)); err == nil {
 			t.Errorf("ParseClock(%q) accepted", v)
 		}
 		if _, err := decodeContract([]byte(v)); err == nil {
 			t.Errorf("decodeContract(%q) accepted", v)
-		}
-		if _, err := decodeSegmentRow([]byte(v)); err == nil {
-			t.Errorf("decodeSegmentRow(%q) accepted", v)
-		}
-		if _, err := decodeStoreRecord([]byte(v)); err == nil {
-			t.Errorf("decodeStoreRecord(%q) accepted", v)
 		}
 		if _, err := decodeLeaseValue([]byte(v)); err == nil {
 			t.Errorf("decodeLeaseValue(%q) accepted", v)
@@ -105,34 +84,6 @@ func FuzzDecodeContract(f *testing.F) {
 	})
 }
 
-func FuzzDecodeSegmentRow(f *testing.F) {
-	seedForeign(f, `{"max_id":1001,"step":1000,"update_time":"2026-11-22T06:06:44Z"}`, `{"max_id":5,"step":0,"deleted":true,"update_time":"2026-11-22T06:06:44Z"}`)
-	f.Fuzz(func(t *testing.T, v []byte) {
-		r, err := decodeSegmentRow(v)
-		if err != nil {
-			return
-		}
-		if r.MaxID < 1 || r.Step < 0 || (r.Step < 1 && !r.Deleted) || segment.ValidateStep(max(r.Step, 1)) != nil {
-			t.Fatalf("decodeSegmentRow(%q) = %+v", v, r)
-		}
-		roundTrip(t, r, decodeSegmentRow)
-	})
-}
-
-func FuzzDecodeStoreRecord(f *testing.F) {
-	seedForeign(f, `{"id":"0123abcd","created":"2026-11-22T06:06:44Z"}`)
-	f.Fuzz(func(t *testing.T, v []byte) {
-		r, err := decodeStoreRecord(v)
-		if err != nil {
-			return
-		}
-		if r.ID == "" || r.Created.IsZero() {
-			t.Fatalf("decodeStoreRecord(%q) = %+v", v, r)
-		}
-		roundTrip(t, r, decodeStoreRecord)
-	})
-}
-
 func FuzzDecodeLeaseValue(f *testing.F) {
 	seedForeign(f, `{"holder":"h/1","claimed":"2026-11-22T06:06:44Z"}`)
 	f.Fuzz(func(t *testing.T, v []byte) {
@@ -169,49 +120,12 @@ func TestCorruptRecordsInBuckets(t *testing.T) {
 	s := natstest.Server(t)
 	js := newJS(t, s)
 	ctx := context.Background()
-	st, err := NewSegmentStore(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tag := range []string{"pn", "ok"} {
-		if err := st.Create(ctx, segment.Row{Tag: tag, Step: 10}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.Alloc(ctx, "pn", 0, nil); err != nil { // handed out 1..10
-		t.Fatal(err)
-	}
-	b, _ := js.KeyValue(ctx, SegmentBucket)
-	if _, err := b.Put(ctx, "pn", []byte(foreignValues[0])); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Alloc(ctx, "pn", 0, nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "vendor tags raise pn") {
-		t.Fatalf("Alloc of a corrupt row: %v, want ErrCorrupt naming the repair", err)
-	}
-	if r, err := st.Alloc(ctx, "ok", 0, nil); err != nil || r.MaxID != 11 {
-		t.Fatalf("Alloc of another tag: %+v, %v", r, err)
-	}
-	tags, err := st.Tags(ctx)
-	if err != nil || len(tags) != 2 {
-		t.Fatalf("Tags = %+v, %v; want both tags, the corrupt one too", tags, err)
-	}
-	rows, err := st.List(ctx)
-	if !errors.Is(err, ErrCorrupt) || len(rows) != 1 || rows[0].Tag != "ok" {
-		t.Fatalf("List = %+v, %v; want the good row and ErrCorrupt", rows, err)
-	}
-	if err := st.Raise(ctx, segment.Row{Tag: "pn", MaxID: 11, Step: 10}); err != nil {
-		t.Fatalf("Raise of a corrupt row: %v", err)
-	}
-	if r, err := st.Alloc(ctx, "pn", 0, nil); err != nil || r.MaxID != 21 {
-		t.Fatalf("Alloc after the repair = %+v, %v; want the segment 11..20", r, err)
-	}
-
 	cs, err := OpenContracts(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cb, _ := js.KeyValue(ctx, ClusterBucket)
-	rev, _ := cb.Put(ctx, contractKey, []byte(foreignValues[0]))
+	rev, _ := cb.Put(ctx, contractKey, []byte(testtool.ForeignValues[0]))
 	_, got, err := cs.Get(ctx)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || got != rev || !strings.Contains(err.Error(), "epoch 0") {
@@ -231,7 +145,7 @@ func TestClaimPassesOverBadRecords(t *testing.T) {
 	}
 	l.Release(ctx, l.Last())
 	clocks, _ := js.KeyValue(ctx, ClocksBucket)
-	for id, v := range map[int]string{1: foreignValues[1], 2: string(clockValue(time.Now().Add(3*time.Hour).UnixMilli(), 0))} {
+	for id, v := range map[int]string{1: testtool.ForeignValues[1], 2: string(clockValue(time.Now().Add(3*time.Hour).UnixMilli(), 0))} {
 		if _, err := clocks.Put(ctx, leaseKey(id), []byte(v)); err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +203,7 @@ func TestMarks(t *testing.T) {
 		t.Fatalf("mark %d, %v; want the highest recorded, 19007", got, err)
 	}
 	b, _ := js.KeyValue(ctx, MarksBucket)
-	b.Put(ctx, "order", []byte(foreignValues[0]))
+	b.Put(ctx, "order", []byte(testtool.ForeignValues[0]))
 	if _, err := m.Mark(ctx, "order"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a corrupt mark: %v", err)
 	}

@@ -44,7 +44,7 @@ func Workers(ctx context.Context, js JS) ([]WorkerRecord, error) {
 		r := at(id)
 		r.Held, r.Renewed = true, e.Created()
 		if v, err := decodeLeaseValue(e.Value()); err != nil {
-			r.Problem = corrupt(js.Workers, e.Key(), e.Revision(), e.Value(), err, "")
+			r.Problem = Corrupt(js.Workers, e.Key(), e.Revision(), e.Value(), err, "")
 		} else {
 			r.Holder = v.Holder
 		}
@@ -55,7 +55,7 @@ func Workers(ctx context.Context, js JS) ([]WorkerRecord, error) {
 			ms, epoch, err := ParseClock(e.Value())
 			switch {
 			case err != nil:
-				r.Problem = corrupt(js.Clocks, e.Key(), e.Revision(), e.Value(), err, "")
+				r.Problem = Corrupt(js.Clocks, e.Key(), e.Revision(), e.Value(), err, "")
 			case time.UnixMilli(ms).Sub(now) > FarAhead:
 				r.Problem = fmt.Errorf("its last timestamp is %v ahead of this clock", time.UnixMilli(ms).Sub(now).Round(time.Second))
 			}
@@ -85,7 +85,7 @@ func eachKey(ctx context.Context, js jetstream.JetStream, bucket string, f func(
 	if err != nil {
 		return fmt.Errorf("kv: open bucket %s: %w", bucket, err)
 	}
-	keys, err := keysOf(ctx, js, bucket, "worker.>")
+	keys, err := KeysOf(ctx, js, bucket, "worker.>")
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@
 // # Stores
 //
 // segment/pgstore keeps the rows in Postgres (Leaf's leaf_alloc table) and
-// kv.SegmentStore in a JetStream KV bucket. Both implement Store and
+// kvstore.Store in a JetStream KV bucket. Both implement Store and
 // AdminStore, the calls the vendor tags and cluster commands need (Create,
 // List, SetStep, SetStrict, Delete, Raise, Seal); segment/segmenttest checks
 // that they behave alike. RaiseAll raises one tag or every tag (never

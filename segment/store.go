@@ -81,7 +81,7 @@ type StoreInfo struct {
 }
 
 // Store is what the allocator needs from a table of tags. Implementations:
-// segment/pgstore (Postgres) and kv.SegmentStore (JetStream KV).
+// segment/pgstore (Postgres) and kvstore.Store (JetStream KV).
 type Store interface {
 	// Alloc advances the tag's max_id by step (the row's own step when step
 	// is 0), or by what is left below the largest int64 when that is less,

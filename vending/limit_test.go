@@ -12,6 +12,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -25,7 +26,7 @@ func startLimitedVendor(t *testing.T, nc *nats.Conn, rate, burst, requesterRate 
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	store, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
+	store, err := kvstore.New(ctx, kv.Plain(js), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

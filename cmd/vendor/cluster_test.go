@@ -16,6 +16,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
 	"github.com/leaf-nats/leaf/kv"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/segment/pgstore"
 	"github.com/leaf-nats/leaf/vending"
 )
@@ -181,7 +182,7 @@ func TestInterruptedMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := kv.OpenSegmentStore(ctx, kv.Plain(js))
+	st, err := kvstore.Open(ctx, kv.Plain(js))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package segmenttest checks that a segment store behaves as the allocator
 // needs, against a real server: Run is written once and run against every
-// backend (segment/pgstore, kv.SegmentStore).
+// backend (segment/pgstore, kvstore.Store).
 package segmenttest
 
 import (

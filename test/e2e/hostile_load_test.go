@@ -28,6 +28,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/pgtest"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -601,7 +602,7 @@ func startFreshTags(t testing.TB, nc *nats.Conn, name string, vendors int, inter
 // 20,000 tags, which the traffic figures of a phase must not count).
 func kvAdder(t testing.TB, d *docsNATS) func(ctx context.Context, tag string) error {
 	t.Helper()
-	store, err := kv.OpenSegmentStore(t.Context(), kv.Plain(d.js(t)))
+	store, err := kvstore.Open(t.Context(), kv.Plain(d.js(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 //
 //	natsbase -mode counter -url nats://... -c 3 -step 1   # a JetStream counter stream: Nats-Incr: +step, the ack's val is the new total
 //	natsbase -mode kvcas   -url nats://... -c 3 -step 1   # a KV key holding the total: Get, then Update against its revision, retried
-//	natsbase -mode leafkv  -url nats://... -c 3 -step 1   # leaf-nats's KV segment store (kv.SegmentStore.Alloc: a JSON row, compare-and-set)
+//	natsbase -mode leafkv  -url nats://... -c 3 -step 1   # leaf-nats's KV segment store (kvstore.Store.Alloc: a JSON row, compare-and-set)
 //
 // It prints one JSON object: calls and IDs per second, the latency of a
 // call (p50, p99, max) and, for the compare-and-set modes, the retries.
@@ -28,6 +28,7 @@ import (
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 )
 
 type result struct {
@@ -191,7 +192,7 @@ func newTake(ctx context.Context, mode string, js jetstream.JetStream, nc *nats.
 			}
 		}, nil
 	case "leafkv":
-		st, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
+		st, err := kvstore.New(ctx, kv.Plain(js), 1)
 		if err != nil {
 			return nil, err
 		}

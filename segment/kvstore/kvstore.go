@@ -1,4 +1,10 @@
-package kv
+// Package kvstore is the segment store (segment.Store) kept in a JetStream
+// KV bucket (kv.SegmentBucket, or its region's): the embedded default when
+// no Postgres is configured, beside segment/pgstore. A row is the tag's key
+// with Leaf's leaf_alloc columns as JSON; Alloc is a compare-and-set on
+// the key's revision, and a seal on every row moves the segments to
+// another store (segment.Move).
+package kvstore
 
 import (
 	"context"
@@ -14,28 +20,25 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 )
-
-// SegmentBucket is the KV bucket of segment rows: key = tag, value = the
-// row as JSON.
-const SegmentBucket = "leaf_segments"
 
 // segmentCallTimeout bounds every call whose context has no earlier
 // deadline.
 const segmentCallTimeout = 10 * time.Second
 
-// SegmentStore keeps Leaf-segment rows in a JetStream KV bucket: the
+// Store keeps Leaf-segment rows in a JetStream KV bucket: the
 // embedded default when no Postgres is configured. Alloc is a
 // compare-and-set on the key's revision, retried when another allocator
 // wins, so every segment is handed out once, as with Postgres's row lock.
-type SegmentStore struct {
-	js JS
-	kv jetstream.KeyValue
+type Store struct {
+	js     kv.JS
+	bucket jetstream.KeyValue
 }
 
 var (
-	_ segment.Store = (*SegmentStore)(nil)
+	_ segment.Store = (*Store)(nil)
 )
 
 // segmentRow is a row as the bucket stores it; the tag is the key. A
@@ -67,7 +70,7 @@ type storeRecord struct {
 	MovedAt time.Time `json:"moved_at,omitzero"`
 }
 
-func segmentBucketConfig(js JS, replicas int) jetstream.KeyValueConfig {
+func segmentBucketConfig(js kv.JS, replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      js.Segments,
 		Placement:   js.Placement,
@@ -78,29 +81,29 @@ func segmentBucketConfig(js JS, replicas int) jetstream.KeyValueConfig {
 	}
 }
 
-// NewSegmentStore opens the bucket, creating it with replicas copies when
+// New opens the bucket, creating it with replicas copies when
 // it is missing.
-func NewSegmentStore(ctx context.Context, js JS, replicas int) (*SegmentStore, error) {
-	kv, err := openOrCreate(ctx, js, segmentBucketConfig(js, replicas))
+func New(ctx context.Context, js kv.JS, replicas int) (*Store, error) {
+	b, err := kv.OpenOrCreate(ctx, js, segmentBucketConfig(js, replicas))
 	if err != nil {
 		return nil, err
 	}
-	return &SegmentStore{js: js, kv: kv}, nil
+	return &Store{js: js, bucket: b}, nil
 }
 
-// OpenSegmentStore opens the bucket, which must exist: a store the cluster
+// Open opens the bucket, which must exist: a store the cluster
 // contract names is never created again empty, since its tags would start
 // over.
-func OpenSegmentStore(ctx context.Context, js JS) (*SegmentStore, error) {
-	kv, err := js.KeyValue(ctx, js.Segments)
+func Open(ctx context.Context, js kv.JS) (*Store, error) {
+	b, err := js.KeyValue(ctx, js.Segments)
 	if err != nil {
-		return nil, fmt.Errorf("kv: open bucket %s: %w", js.Segments, err)
+		return nil, fmt.Errorf("kvstore: open bucket %s: %w", js.Segments, err)
 	}
-	return &SegmentStore{js: js, kv: kv}, nil
+	return &Store{js: js, bucket: b}, nil
 }
 
 // get returns tag's row and its revision; a deleted row is unknown.
-func (s *SegmentStore) get(ctx context.Context, tag string) (segmentRow, uint64, error) {
+func (s *Store) get(ctx context.Context, tag string) (segmentRow, uint64, error) {
 	r, rev, err := s.getAny(ctx, tag)
 	if err == nil && r.Deleted {
 		err = &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
@@ -109,8 +112,8 @@ func (s *SegmentStore) get(ctx context.Context, tag string) (segmentRow, uint64,
 }
 
 // getAny returns tag's row, deleted or not, and its revision.
-func (s *SegmentStore) getAny(ctx context.Context, tag string) (segmentRow, uint64, error) {
-	e, err := s.kv.Get(ctx, tag)
+func (s *Store) getAny(ctx context.Context, tag string) (segmentRow, uint64, error) {
+	e, err := s.bucket.Get(ctx, tag)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return segmentRow{}, 0, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
@@ -126,23 +129,23 @@ func (s *SegmentStore) getAny(ctx context.Context, tag string) (segmentRow, uint
 
 // corruptRow is the error of a row that cannot be believed: its tag is
 // served no more until it is repaired, since its max_id is unknown.
-func (s *SegmentStore) corruptRow(tag string, rev uint64, v []byte, err error) *CorruptError {
-	return corrupt(s.kv.Bucket(), tag, rev, v, err, fmt.Sprintf(
+func (s *Store) corruptRow(tag string, rev uint64, v []byte, err error) *kv.CorruptError {
+	return kv.Corrupt(s.bucket.Bucket(), tag, rev, v, err, fmt.Sprintf(
 		"Tag %q is not served until its row is repaired: vendor tags raise %s <an ID above every one it handed out>", tag, tag))
 }
 
 // update applies change to tag's row with compare-and-set, retrying while
 // other writers win, and returns the row written. A deleted tag is unknown.
-func (s *SegmentStore) update(ctx context.Context, tag string, change func(*segmentRow) error) (segmentRow, error) {
+func (s *Store) update(ctx context.Context, tag string, change func(*segmentRow) error) (segmentRow, error) {
 	return s.apply(ctx, tag, s.get, change)
 }
 
 // updateAny is update for rows of deleted tags too.
-func (s *SegmentStore) updateAny(ctx context.Context, tag string, change func(*segmentRow) error) (segmentRow, error) {
+func (s *Store) updateAny(ctx context.Context, tag string, change func(*segmentRow) error) (segmentRow, error) {
 	return s.apply(ctx, tag, s.getAny, change)
 }
 
-func (s *SegmentStore) apply(ctx context.Context, tag string, get func(context.Context, string) (segmentRow, uint64, error), change func(*segmentRow) error) (segmentRow, error) {
+func (s *Store) apply(ctx context.Context, tag string, get func(context.Context, string) (segmentRow, uint64, error), change func(*segmentRow) error) (segmentRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	if err := segment.ValidateTag(tag); err != nil {
@@ -161,7 +164,7 @@ func (s *SegmentStore) apply(ctx context.Context, tag string, get func(context.C
 		if err != nil {
 			return segmentRow{}, err
 		}
-		_, err = s.kv.Update(ctx, tag, v, rev)
+		_, err = s.bucket.Update(ctx, tag, v, rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
 		}
@@ -173,7 +176,7 @@ func (s *SegmentStore) apply(ctx context.Context, tag string, get func(context.C
 // the row after the update. floor runs between the read of the row and its
 // compare-and-set, which fails (and the allocation reads again) if any
 // other allocation of the tag committed meanwhile.
-func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
+func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment.Floor) (segment.Row, error) {
 	var allocated int64
 	r, err := s.update(ctx, tag, func(r *segmentRow) error {
 		inc := step
@@ -203,7 +206,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor 
 		return nil
 	})
 	if err != nil {
-		return segment.Row{}, fmt.Errorf("kv: alloc %q: %w", tag, err)
+		return segment.Row{}, fmt.Errorf("kvstore: alloc %q: %w", tag, err)
 	}
 	row := r.row(tag)
 	row.Allocated = allocated
@@ -211,12 +214,12 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step int64, floor 
 }
 
 // errNotReturned stops a Return whose row moved on.
-var errNotReturned = errors.New("kv: the row moved on")
+var errNotReturned = errors.New("kvstore: the row moved on")
 
 // Return sets tag's max_id back to to if it is from, in one compare-and-set
 // (segment.Returner): IDs a vendor held unused at the top, given back at a
 // clean stop. A strict tag's row is never set back.
-func (s *SegmentStore) Return(ctx context.Context, tag string, from, to int64) (bool, error) {
+func (s *Store) Return(ctx context.Context, tag string, from, to int64) (bool, error) {
 	_, err := s.update(ctx, tag, func(r *segmentRow) error {
 		if r.MaxID != from || r.Strict || r.MovedTo != "" || to < 0 || to > from {
 			return errNotReturned
@@ -228,12 +231,12 @@ func (s *SegmentStore) Return(ctx context.Context, tag string, from, to int64) (
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("kv: give back IDs of %q: %w", tag, err)
+		return false, fmt.Errorf("kvstore: give back IDs of %q: %w", tag, err)
 	}
 	return true, nil
 }
 
-var _ segment.Returner = (*SegmentStore)(nil)
+var _ segment.Returner = (*Store)(nil)
 
 func (r segmentRow) row(tag string) segment.Row {
 	return segment.Row{Tag: tag, MaxID: r.MaxID, Step: r.Step, Description: r.Description, Updated: r.Updated, Retired: r.Deleted, Strict: r.Strict, Home: r.Home}
@@ -241,7 +244,7 @@ func (r segmentRow) row(tag string) segment.Row {
 
 // Tags lists every tag, ordered, with its mode. A tag whose row is corrupt
 // is listed too (as a normal tag): its allocations fail with the reason.
-func (s *SegmentStore) Tags(ctx context.Context) ([]segment.Row, error) {
+func (s *Store) Tags(ctx context.Context) ([]segment.Row, error) {
 	rows, bad, err := s.list(ctx, false)
 	if err != nil {
 		return nil, err
@@ -254,23 +257,23 @@ func (s *SegmentStore) Tags(ctx context.Context) ([]segment.Row, error) {
 }
 
 // Tag reads tag's row, as Tags lists it: one direct get.
-func (s *SegmentStore) Tag(ctx context.Context, tag string) (segment.Row, error) {
+func (s *Store) Tag(ctx context.Context, tag string) (segment.Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	r, _, err := s.get(ctx, tag)
-	var ce *CorruptError
+	var ce *kv.CorruptError
 	switch {
 	case errors.As(err, &ce):
 		return segment.Row{Tag: tag}, nil
 	case err != nil:
-		return segment.Row{}, fmt.Errorf("kv: read tag %q: %w", tag, err)
+		return segment.Row{}, fmt.Errorf("kvstore: read tag %q: %w", tag, err)
 	}
 	return r.row(tag), nil
 }
 
 // List returns every row, ordered by tag. Rows that are corrupt are left
-// out and named by the error, which wraps ErrCorrupt.
-func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
+// out and named by the error, which wraps kv.ErrCorrupt.
+func (s *Store) List(ctx context.Context) ([]segment.Row, error) {
 	rows, bad, err := s.list(ctx, false)
 	if err != nil {
 		return nil, err
@@ -279,7 +282,7 @@ func (s *SegmentStore) List(ctx context.Context) ([]segment.Row, error) {
 }
 
 // corruptRows joins the errors of corrupt rows, nil when there are none.
-func corruptRows(bad []*CorruptError) error {
+func corruptRows(bad []*kv.CorruptError) error {
 	errs := make([]error, len(bad))
 	for i, b := range bad {
 		errs[i] = b
@@ -296,7 +299,7 @@ func corruptRows(bad []*CorruptError) error {
 // subjects, read after the watcher, name every key that existed before the
 // list began; a key the watcher missed is read on its own.
 // The rows that are corrupt are returned apart, bad.
-func (s *SegmentStore) list(ctx context.Context, all bool) (out []segment.Row, bad []*CorruptError, err error) {
+func (s *Store) list(ctx context.Context, all bool) (out []segment.Row, bad []*kv.CorruptError, err error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	rows, bad, err := s.watchRows(ctx)
@@ -308,11 +311,11 @@ func (s *SegmentStore) list(ctx context.Context, all bool) (out []segment.Row, b
 		return nil, nil, err
 	}
 	for _, key := range keys {
-		if _, ok := rows[key]; ok || segment.ValidateTag(key) != nil || slices.ContainsFunc(bad, func(b *CorruptError) bool { return b.Key == key }) {
+		if _, ok := rows[key]; ok || segment.ValidateTag(key) != nil || slices.ContainsFunc(bad, func(b *kv.CorruptError) bool { return b.Key == key }) {
 			continue
 		}
 		r, _, err := s.getAny(ctx, key)
-		var ce *CorruptError
+		var ce *kv.CorruptError
 		switch {
 		case errors.Is(err, segment.ErrUnknownTag):
 			continue // deleted since
@@ -320,7 +323,7 @@ func (s *SegmentStore) list(ctx context.Context, all bool) (out []segment.Row, b
 			bad = append(bad, ce)
 			continue
 		case err != nil:
-			return nil, nil, fmt.Errorf("kv: list rows: %w", err)
+			return nil, nil, fmt.Errorf("kvstore: list rows: %w", err)
 		}
 		rows[key] = r
 	}
@@ -336,14 +339,14 @@ func (s *SegmentStore) list(ctx context.Context, all bool) (out []segment.Row, b
 
 // watchRows returns the rows a watcher's first pass finds, by tag, and the
 // corrupt ones apart.
-func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, []*CorruptError, error) {
-	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+func (s *Store) watchRows(ctx context.Context) (map[string]segmentRow, []*kv.CorruptError, error) {
+	w, err := s.bucket.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("kv: list rows: %w", err)
+		return nil, nil, fmt.Errorf("kvstore: list rows: %w", err)
 	}
 	defer w.Stop()
 	rows := map[string]segmentRow{}
-	var bad []*CorruptError
+	var bad []*kv.CorruptError
 	for {
 		select {
 		case e := <-w.Updates():
@@ -360,18 +363,18 @@ func (s *SegmentStore) watchRows(ctx context.Context) (map[string]segmentRow, []
 			}
 			rows[e.Key()] = r
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("kv: list rows: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("kvstore: list rows: %w", ctx.Err())
 		}
 	}
 }
 
 // keys returns every key of the bucket, as the stream's subjects name them.
-func (s *SegmentStore) keys(ctx context.Context) ([]string, error) {
-	return keysOf(ctx, s.js, s.kv.Bucket(), ">")
+func (s *Store) keys(ctx context.Context) ([]string, error) {
+	return kv.KeysOf(ctx, s.js, s.bucket.Bucket(), ">")
 }
 
 // Create adds r; a MaxID of 0 starts the tag at 1.
-func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
+func (s *Store) Create(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateRow(r); err != nil {
 		return err
 	}
@@ -382,12 +385,12 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.kv.Create(ctx, r.Tag, v)
+	_, err = s.bucket.Create(ctx, r.Tag, v)
 	fresh := err == nil // no row of the tag before, deleted or not
 	for errors.Is(err, jetstream.ErrKeyExists) {
 		old, rev, gerr := s.getAny(ctx, r.Tag)
 		if gerr != nil {
-			return fmt.Errorf("kv: create %q: %w", r.Tag, gerr)
+			return fmt.Errorf("kvstore: create %q: %w", r.Tag, gerr)
 		}
 		if !old.Deleted {
 			return &segment.TagError{Tag: r.Tag, Err: segment.ErrTagExists}
@@ -398,21 +401,21 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 		if v, err = json.Marshal(again); err != nil {
 			return err
 		}
-		if _, err = s.kv.Update(ctx, r.Tag, v, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if _, err = s.bucket.Update(ctx, r.Tag, v, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			err = jetstream.ErrKeyExists // changed meanwhile: look again
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("kv: create %q: %w", r.Tag, err)
+		return fmt.Errorf("kvstore: create %q: %w", r.Tag, err)
 	}
 	// A Seal that listed the rows before this one was created did not
 	// mark it: look at the store's seal after creating, and mark it here.
 	if info, err := s.Info(ctx); err != nil {
-		return fmt.Errorf("kv: create %q: %w", r.Tag, err)
+		return fmt.Errorf("kvstore: create %q: %w", r.Tag, err)
 	} else if info.MovedTo != "" {
 		// Undo: a tag new to the store goes, a deleted one stays deleted.
 		if fresh {
-			err = s.kv.Purge(ctx, r.Tag)
+			err = s.bucket.Purge(ctx, r.Tag)
 		} else {
 			_, err = s.updateAny(ctx, r.Tag, func(row *segmentRow) error {
 				row.Deleted, row.MovedTo = true, info.MovedTo
@@ -420,15 +423,15 @@ func (s *SegmentStore) Create(ctx context.Context, r segment.Row) error {
 			})
 		}
 		if err != nil {
-			return fmt.Errorf("kv: create %q in a sealed store, and undo it: %w", r.Tag, err)
+			return fmt.Errorf("kvstore: create %q in a sealed store, and undo it: %w", r.Tag, err)
 		}
-		return fmt.Errorf("kv: create %q: %w: to %s", r.Tag, segment.ErrStoreMoved, info.MovedTo)
+		return fmt.Errorf("kvstore: create %q: %w: to %s", r.Tag, segment.ErrStoreMoved, info.MovedTo)
 	}
 	return nil
 }
 
 // SetStrict makes tag strict, or normal again.
-func (s *SegmentStore) SetStrict(ctx context.Context, tag string, strict bool, home string) error {
+func (s *Store) SetStrict(ctx context.Context, tag string, strict bool, home string) error {
 	_, err := s.update(ctx, tag, func(r *segmentRow) error {
 		r.Strict, r.Home = strict, home
 		if !strict {
@@ -437,13 +440,13 @@ func (s *SegmentStore) SetStrict(ctx context.Context, tag string, strict bool, h
 		return nil
 	})
 	if err != nil && !errors.Is(err, segment.ErrUnknownTag) {
-		return fmt.Errorf("kv: set mode of %q: %w", tag, err)
+		return fmt.Errorf("kvstore: set mode of %q: %w", tag, err)
 	}
 	return err
 }
 
 // SetStep changes tag's step.
-func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int64) error {
+func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 	if err := segment.ValidateStep(step); err != nil {
 		return err
 	}
@@ -452,26 +455,26 @@ func (s *SegmentStore) SetStep(ctx context.Context, tag string, step int64) erro
 		return nil
 	})
 	if err != nil && !errors.Is(err, segment.ErrUnknownTag) {
-		return fmt.Errorf("kv: set step %q: %w", tag, err)
+		return fmt.Errorf("kvstore: set step %q: %w", tag, err)
 	}
 	return err
 }
 
 // Delete marks tag's row deleted, keeping its max_id for a later Create.
-func (s *SegmentStore) Delete(ctx context.Context, tag string) error {
+func (s *Store) Delete(ctx context.Context, tag string) error {
 	_, err := s.update(ctx, tag, func(r *segmentRow) error {
 		r.Deleted = true
 		return nil
 	})
 	if err != nil && !errors.Is(err, segment.ErrUnknownTag) {
-		return fmt.Errorf("kv: delete %q: %w", tag, err)
+		return fmt.Errorf("kvstore: delete %q: %w", tag, err)
 	}
 	return err
 }
 
 // Info returns the store's identity, recording one the first time, and
 // where its segments moved if they did.
-func (s *SegmentStore) Info(ctx context.Context) (segment.StoreInfo, error) {
+func (s *Store) Info(ctx context.Context) (segment.StoreInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	rec, _, err := s.record(ctx)
@@ -482,19 +485,19 @@ func (s *SegmentStore) Info(ctx context.Context) (segment.StoreInfo, error) {
 		}
 		rec = storeRecord{ID: hex.EncodeToString(b), Created: time.Now().UTC()}
 		v, _ := json.Marshal(rec)
-		if _, err = s.kv.Create(ctx, storeKey, v); errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err = s.bucket.Create(ctx, storeKey, v); errors.Is(err, jetstream.ErrKeyExists) {
 			rec, _, err = s.record(ctx) // recorded by someone else meanwhile
 		}
 	}
 	if err != nil {
-		return segment.StoreInfo{}, fmt.Errorf("kv: identity of bucket %s: %w", s.kv.Bucket(), err)
+		return segment.StoreInfo{}, fmt.Errorf("kvstore: identity of bucket %s: %w", s.bucket.Bucket(), err)
 	}
 	// The key is copied with the data (a stream backup restored, a
 	// mirror); the stream's creation is not, so a copy has an identity of
 	// its own.
-	st, err := s.kv.Status(ctx)
+	st, err := s.bucket.Status(ctx)
 	if err != nil {
-		return segment.StoreInfo{}, fmt.Errorf("kv: status of bucket %s: %w", s.kv.Bucket(), err)
+		return segment.StoreInfo{}, fmt.Errorf("kvstore: status of bucket %s: %w", s.bucket.Bucket(), err)
 	}
 	id := rec.ID
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
@@ -503,22 +506,22 @@ func (s *SegmentStore) Info(ctx context.Context) (segment.StoreInfo, error) {
 	return segment.StoreInfo{ID: id, Created: rec.Created, MovedTo: rec.MovedTo, MovedAt: rec.MovedAt}, nil
 }
 
-func (s *SegmentStore) record(ctx context.Context) (storeRecord, uint64, error) {
-	e, err := s.kv.Get(ctx, storeKey)
+func (s *Store) record(ctx context.Context) (storeRecord, uint64, error) {
+	e, err := s.bucket.Get(ctx, storeKey)
 	if err != nil {
 		return storeRecord{}, 0, err
 	}
 	rec, err := decodeStoreRecord(e.Value())
 	if err != nil {
-		return storeRecord{}, 0, corrupt(s.kv.Bucket(), storeKey, e.Revision(), e.Value(), err,
-			"It is the store's identity, which the cluster contract names; restore it (nats kv history "+s.kv.Bucket()+" "+storeKey+")")
+		return storeRecord{}, 0, kv.Corrupt(s.bucket.Bucket(), storeKey, e.Revision(), e.Value(), err,
+			"It is the store's identity, which the cluster contract names; restore it (nats kv history "+s.bucket.Bucket()+" "+storeKey+")")
 	}
 	return rec, e.Revision(), nil
 }
 
 // setMovedTo records in the store's own key that its segments moved to to
 // ("" to serve again).
-func (s *SegmentStore) setMovedTo(ctx context.Context, to string) error {
+func (s *Store) setMovedTo(ctx context.Context, to string) error {
 	if _, err := s.Info(ctx); err != nil { // the key exists from here on
 		return err
 	}
@@ -535,7 +538,7 @@ func (s *SegmentStore) setMovedTo(ctx context.Context, to string) error {
 			rec.MovedAt = time.Time{}
 		}
 		v, _ := json.Marshal(rec)
-		_, err = s.kv.Update(ctx, storeKey, v, rev)
+		_, err = s.bucket.Update(ctx, storeKey, v, rev)
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return err
 		}
@@ -547,18 +550,18 @@ func (s *SegmentStore) setMovedTo(ctx context.Context, to string) error {
 // compare-and-set, so an allocation either landed before (and is in the row
 // returned) or fails with segment.ErrStoreMoved. Sealing again for the same
 // store is allowed (a move that resumes); for another, not.
-func (s *SegmentStore) Seal(ctx context.Context, to string) ([]segment.Row, error) {
+func (s *Store) Seal(ctx context.Context, to string) ([]segment.Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	if err := s.setMovedTo(ctx, to); err != nil {
-		return nil, fmt.Errorf("kv: seal: %w", err)
+		return nil, fmt.Errorf("kvstore: seal: %w", err)
 	}
 	rows, bad, err := s.list(ctx, true)
 	if err == nil {
 		err = corruptRows(bad) // a row whose max_id is unknown cannot be carried over
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kv: seal: %w", err)
+		return nil, fmt.Errorf("kvstore: seal: %w", err)
 	}
 	for i, r := range rows {
 		sealed, err := s.updateAny(ctx, r.Tag, func(row *segmentRow) error {
@@ -569,7 +572,7 @@ func (s *SegmentStore) Seal(ctx context.Context, to string) ([]segment.Row, erro
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("kv: seal %q: %w", r.Tag, err)
+			return nil, fmt.Errorf("kvstore: seal %q: %w", r.Tag, err)
 		}
 		rows[i] = sealed.row(r.Tag)
 	}
@@ -578,22 +581,22 @@ func (s *SegmentStore) Seal(ctx context.Context, to string) ([]segment.Row, erro
 
 // Unseal makes a store whose segments were moved away serve again: for a
 // move back to it, after Raise has carried every row over.
-func (s *SegmentStore) Unseal(ctx context.Context) error {
+func (s *Store) Unseal(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, segmentCallTimeout)
 	defer cancel()
 	if err := s.setMovedTo(ctx, ""); err != nil {
-		return fmt.Errorf("kv: unseal: %w", err)
+		return fmt.Errorf("kvstore: unseal: %w", err)
 	}
 	rows, bad, err := s.list(ctx, true)
 	if err == nil {
 		err = corruptRows(bad)
 	}
 	if err != nil {
-		return fmt.Errorf("kv: unseal: %w", err)
+		return fmt.Errorf("kvstore: unseal: %w", err)
 	}
 	for _, r := range rows {
 		if _, err := s.updateAny(ctx, r.Tag, func(row *segmentRow) error { row.MovedTo = ""; return nil }); err != nil {
-			return fmt.Errorf("kv: unseal %q: %w", r.Tag, err)
+			return fmt.Errorf("kvstore: unseal %q: %w", r.Tag, err)
 		}
 	}
 	return nil
@@ -603,9 +606,9 @@ func (s *SegmentStore) Unseal(ctx context.Context) error {
 // r.MaxID: it creates a live row (with r's step and description) or raises
 // the one there; for a retired r it raises the row of the tag, deleted
 // (created so) or live. It never lowers a max_id, so running it twice
-// changes nothing. A corrupt row (ErrCorrupt) is replaced by one made
+// changes nothing. A corrupt row (kv.ErrCorrupt) is replaced by one made
 // from r.
-func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
+func (s *Store) Raise(ctx context.Context, r segment.Row) error {
 	if err := segment.ValidateTag(r.Tag); err != nil {
 		return err
 	}
@@ -619,7 +622,7 @@ func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 	for {
 		old, rev, err := s.getAny(ctx, r.Tag)
 		row := old
-		var bad *CorruptError
+		var bad *kv.CorruptError
 		switch {
 		case errors.Is(err, segment.ErrUnknownTag), errors.As(err, &bad):
 			// A corrupt row is written anew, at its revision: r says
@@ -629,7 +632,7 @@ func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 				row.Step = 1 // a deleted tag's row keeps no step of its own
 			}
 		case err != nil:
-			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
+			return fmt.Errorf("kvstore: raise %q: %w", r.Tag, err)
 		case row.Deleted && !r.Retired:
 			row = segmentRow{MaxID: max(old.MaxID, r.MaxID, 1), Step: r.Step, Description: r.Description, MovedTo: old.MovedTo, Strict: r.Strict, Home: r.Home}
 		case row.MaxID >= r.MaxID:
@@ -643,15 +646,15 @@ func (s *SegmentStore) Raise(ctx context.Context, r segment.Row) error {
 			return err
 		}
 		if rev == 0 {
-			_, err = s.kv.Create(ctx, r.Tag, v)
+			_, err = s.bucket.Create(ctx, r.Tag, v)
 		} else {
-			_, err = s.kv.Update(ctx, r.Tag, v, rev)
+			_, err = s.bucket.Update(ctx, r.Tag, v, rev)
 		}
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("kv: raise %q: %w", r.Tag, err)
+			return fmt.Errorf("kvstore: raise %q: %w", r.Tag, err)
 		}
 		return nil
 	}

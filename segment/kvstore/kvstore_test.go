@@ -1,4 +1,4 @@
-package kv_test
+package kvstore_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/segment/segmenttest"
 )
 
@@ -26,7 +27,7 @@ func TestSegmentStore(t *testing.T) {
 		url := srv.ClientURL()
 		port := srv.Addr().(*net.TCPAddr).Port
 		return segmenttest.Backend{
-			Open: func(t *testing.T) segmenttest.Store { return openSegmentStore(t, url) },
+			Open: func(t *testing.T) segmenttest.Store { return openStore(t, url) },
 			Stop: func(*testing.T) {
 				srv.Shutdown()
 				srv.WaitForShutdown()
@@ -39,9 +40,9 @@ func TestSegmentStore(t *testing.T) {
 	})
 }
 
-// openSegmentStore connects to url with a connection of its own that keeps
+// openStore connects to url with a connection of its own that keeps
 // reconnecting, as a vendor's would.
-func openSegmentStore(t *testing.T, url string) *kv.SegmentStore {
+func openStore(t *testing.T, url string) *kvstore.Store {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -52,9 +53,9 @@ func openSegmentStore(t *testing.T, url string) *kv.SegmentStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := kv.NewSegmentStore(context.Background(), kv.Plain(js), 1)
+	s, err := kvstore.New(context.Background(), kv.Plain(js), 1)
 	if err != nil {
-		t.Fatalf("NewSegmentStore: %v", err)
+		t.Fatalf("kvstore.New: %v", err)
 	}
 	return s
 }
@@ -65,12 +66,12 @@ func openSegmentStore(t *testing.T, url string) *kv.SegmentStore {
 func TestListWhileAllocating(t *testing.T) {
 	s := natstest.Server(t)
 	ctx := context.Background()
-	open := func() *kv.SegmentStore {
+	open := func() *kvstore.Store {
 		js, err := jetstream.New(natstest.Conn(t, s))
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := kv.NewSegmentStore(ctx, kv.Plain(js), 1)
+		st, err := kvstore.New(ctx, kv.Plain(js), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
