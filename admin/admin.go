@@ -53,6 +53,9 @@ type Env struct {
 	Self string
 	// Region is LEAF_REGION: its buckets are the region's (kv.RegionNames).
 	Region string
+	// Prefix is LEAF_SUBJECT_PREFIX: vendor cluster show asks the vendors
+	// on its peers' exchange; "" asks none.
+	Prefix string
 }
 
 // StoreKind is the kind of segment store env names.

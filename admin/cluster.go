@@ -16,9 +16,18 @@ import (
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-// Show prints the cluster contract, the lease TTL, and how the
-// environment's settings compare.
+// Show prints the cluster contract, the lease TTL, how the environment's
+// settings compare, and the regions seen from here.
 func (a *Admin) Show(ctx context.Context, w io.Writer) error {
+	if err := a.showContract(ctx, w); err != nil {
+		return err
+	}
+	return a.Regions(ctx, w)
+}
+
+// showContract prints the cluster contract, the lease TTL, and how the
+// environment's settings compare.
+func (a *Admin) showContract(ctx context.Context, w io.Writer) error {
 	_, rec, rev, err := a.Contract(ctx)
 	if errors.Is(err, kv.ErrNoContract) {
 		fmt.Fprintf(w, "no cluster contract recorded on %s: the first vendor to start records its settings\n", a.where)

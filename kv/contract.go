@@ -106,6 +106,29 @@ func FindContracts(ctx context.Context, js JS) (*Contracts, error) {
 	return &Contracts{js: js, replicas: 1, kv: kv}, nil
 }
 
+// ReadContract reads the contract recorded in js's cluster bucket, and
+// creates nothing, not even a bucket that is gone: ErrNoContract when
+// there is none. For a look at another region's contract (vendor cluster
+// show), which must never write to that region's state.
+func ReadContract(ctx context.Context, js JS) (Contract, error) {
+	cs, err := FindContracts(ctx, js)
+	if err != nil {
+		return Contract{}, err
+	}
+	e, err := cs.kv.Get(ctx, contractKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Contract{}, ErrNoContract
+	}
+	if err != nil {
+		return Contract{}, fmt.Errorf("kv: read the cluster contract in %s: %w", js.Cluster, err)
+	}
+	c, err := decodeContract(e.Value())
+	if err != nil {
+		return Contract{}, Corrupt(js.Cluster, contractKey, e.Revision(), e.Value(), err, "")
+	}
+	return c, nil
+}
+
 func (cs *Contracts) create(ctx context.Context) error {
 	kv, err := openOrCreateSequenced(ctx, cs.js, jetstream.KeyValueConfig{
 		Bucket:      cs.js.Cluster,

@@ -27,8 +27,8 @@ disagrees stops with a message naming both values. These commands change it
 on purpose. They act on the NATS and the segment store this command's
 environment names, as a vendor's would.
 
-  show            print the contract, the lease TTL, and how this
-                  environment's settings compare
+  show            print the contract, the lease TTL, how this environment
+                  compares, and the regions seen (IDs, vendors, reachable)
   move-segments   move the segments from the contract's store (-from: kv,
                   or the old database's URL) to this environment's
                   (LEAF_POSTGRES_URL, or the KV bucket when it is empty):
@@ -63,7 +63,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // clusterCommands are the verbs of `vendor cluster`.
 var clusterCommands = []subcommand{
-	{Name: "show", Synopsis: "vendor cluster show", Summary: "the cluster contract, and how this environment compares", Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
+	{Name: "show", Synopsis: "vendor cluster show", Summary: "the cluster contract, how this environment compares, the regions", Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
 	{Name: "move-segments", Synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", Summary: "move the segments to the configured store", Flags: clusterMove},
 	{Name: "set", Synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", Summary: "change the contract's epoch or worker-ID range", Flags: clusterSetFlags},
 	{Name: "set-lease-ttl", Synopsis: "vendor cluster set-lease-ttl <duration>", Summary: "change the worker-ID lease TTL", Flags: adminRunner(clusterLeaseTTL)},

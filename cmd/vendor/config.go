@@ -323,7 +323,7 @@ func (c Config) workerIDRange() (workerid.Range, error) {
 func (c Config) env() (admin.Env, error) {
 	opts, err := c.natsOptions()
 	return admin.Env{NATSURL: c.NATSURL, StoreDir: c.NATSStoreDir, Listen: c.NATSListen, NATSOptions: opts, PostgresURL: c.PostgresURL,
-		KVReplicas: c.KVReplicas, Terms: c.terms(), LeaseTTL: c.WorkerLeaseTTL, MaxSkew: c.ClockMaxSkew, Self: instanceName(), Region: c.Region}, err
+		KVReplicas: c.KVReplicas, Terms: c.terms(), LeaseTTL: c.WorkerLeaseTTL, MaxSkew: c.ClockMaxSkew, Self: instanceName(), Region: c.Region, Prefix: c.SubjectPrefix}, err
 }
 
 // staticWorkerID returns the pinned worker ID, or -1 when unset.
