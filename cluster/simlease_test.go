@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
@@ -124,9 +125,9 @@ import (
 // does not tell the stream's creation).
 
 // LEAF_SIM_SEED replays one seed; LEAF_SIM_STEPS sets how many steps each
-// seed runs.
+// seed runs (testtool.SimSeeds).
 const (
-	simSeedEnv  = "LEAF_SIM_SEED"
+	simSeedEnv  = testtool.SeedEnv
 	simStepsEnv = "LEAF_SIM_STEPS"
 )
 
@@ -141,7 +142,8 @@ const (
 
 var simStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// The normal run: simSeeds seeds of simSteps steps each.
+// The normal run: simSeeds fixed seeds and a fresh one, of simSteps steps
+// each.
 const (
 	simSeeds = 10
 	simSteps = 10_000
@@ -173,18 +175,11 @@ func simPlan(t *testing.T) ([]uint64, int) {
 		}
 		steps = n
 	}
-	if s := os.Getenv(simSeedEnv); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: want a seed", simSeedEnv, s)
-		}
-		return []uint64{seed}, steps
-	}
 	seeds := make([]uint64, simSeeds)
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
 	}
-	return seeds, steps
+	return testtool.SimSeeds(t, seeds, "go test -count=1 -run 'TestSimLease$' -v ./cluster/"), steps
 }
 
 // A seed replays exactly: the same events, the same IDs.

@@ -92,7 +92,20 @@ unformatted="$(gofmt -l .)"
 [ -z "$unformatted" ] || { log "gofmt needed: $unformatted"; exit 1; }
 # The whole-process fault tests write one summary line per scenario here.
 export LEAF_E2E_SUMMARY="$WORK/e2e-summary.txt"
-go test -race -count=1 -timeout 15m "${@:-./...}"
+# The seeded simulations run their fixed seeds and one fresh seed, drawn
+# here for the whole run (below 2^48, to be typed), so that every run also
+# tries schedules no run tried before; a failure prints its own replay.
+export LEAF_SIM_FRESH_SEED="${LEAF_SIM_FRESH_SEED:-$(printf '%d' "0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')")}"
+sim_seed() {
+	log "simulations: the fixed seeds and the fresh seed $LEAF_SIM_FRESH_SEED; replay it with:"
+	log "  LEAF_SIM_SEED=$LEAF_SIM_FRESH_SEED go test -count=1 -run 'TestSimLease\$' -v ./cluster/"
+	log "  LEAF_SIM_SEED=$LEAF_SIM_FRESH_SEED go test -count=1 -run 'TestSimulation\$' -v ./segment/"
+}
+sim_seed
+rc=0
+go test -race -count=1 -timeout 15m "${@:-./...}" || rc=$?
+sim_seed
+[ "$rc" = 0 ] || exit "$rc"
 if [ -s "$LEAF_E2E_SUMMARY" ]; then
 	log "fault-tolerance scenarios:"
 	cat "$LEAF_E2E_SUMMARY"

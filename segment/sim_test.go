@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -49,7 +50,8 @@ import (
 // skipped, and nothing else is.
 
 // simSteps is the normal run's length; LEAF_SIM_STEPS changes it and
-// LEAF_SIM_SEED runs one seed (both worlds).
+// LEAF_SIM_SEED runs one seed (both worlds); otherwise the fixed seeds run
+// and a fresh one (testtool.SimSeeds).
 const simSteps = 60_000
 
 func TestSimulation(t *testing.T) {
@@ -61,14 +63,7 @@ func TestSimulation(t *testing.T) {
 		}
 		steps = n
 	}
-	seeds := []uint64{1, 2}
-	if s := os.Getenv("LEAF_SIM_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("LEAF_SIM_SEED=%q: %v", s, err)
-		}
-		seeds = []uint64{seed}
-	}
+	seeds := testtool.SimSeeds(t, []uint64{1, 2}, "go test -count=1 -run 'TestSimulation$' -v ./segment/")
 	total := 0
 	for _, world := range []string{"postgres", "kv"} {
 		for _, seed := range seeds {

@@ -1,6 +1,9 @@
-// Package testtool finds the commands tests run (promtool, chromium, node)
-// the one way: scripts/test.sh installs them, so a test without one fails
-// under CI=true and skips elsewhere, saying how to get it.
+// Package testtool holds what the tests of several packages share. It
+// finds the commands tests run (promtool, chromium, node) the one way:
+// scripts/test.sh installs them, so a test without one fails under CI=true
+// and skips elsewhere, saying how to get it. It picks the seeds of the
+// seeded simulations (SimSeeds), and holds the values a misdirected reply
+// writes into a bucket (ForeignValues).
 package testtool
 
 import (
