@@ -231,7 +231,11 @@ func TestRegionsThroughAPartition(t *testing.T) {
 	w.kill()
 	w.start()
 	w.waitServing()
-	time.Sleep(cut / 2)
+	mid := time.Now()
+	// vendor cluster show in east lists east and its two vendors, and no
+	// west that answers.
+	eastView := showRegions(t, rs[0])
+	time.Sleep(cut/2 - time.Since(mid))
 	during := loads[1].strict.errCount("503") - before
 	homeNamed := strings.Contains(loads[1].strict.last("503"), "home region east")
 	cutRegions(rs, false)
@@ -246,6 +250,8 @@ func TestRegionsThroughAPartition(t *testing.T) {
 	for _, l := range loads {
 		l.stop()
 	}
+	checkShown(t, "east during the cut", eastView, map[string]string{"east": "2: "}, "west")
+	checkShown(t, "west after the heal", showRegions(t, rs[1]), map[string]string{"east": "2: ", "west": "2: "}, "")
 	reportRegions(t, "supercluster, gateways cut "+cut.String(), loads)
 	report(t, "regions: west's strict tag (home east): %d 503s during the cut (naming east: %v), served again %v after the heal", during, homeNamed, back.Round(100*time.Millisecond))
 	checkRegionIDs(t, loads)
@@ -284,6 +290,39 @@ func TestRegionsThatNeverTalk(t *testing.T) {
 	msg, err := natstest.Conn(t, rs[0].srv).Request("leaf.snowflake.decode", []byte(strconv.FormatInt(sf[0], 10)), 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "" || json.Unmarshal(msg.Data, &d) != nil || d.RegionID == nil || *d.RegionID != 1 {
 		t.Fatalf("east decoding west's ID %d: %v %s, want region_id 1", sf[0], err, msgData(msg))
+	}
+}
+
+// showRegions runs vendor cluster show in region r and returns the rows
+// of its regions table, by region.
+func showRegions(t testing.TB, r *region) map[string]string {
+	t.Helper()
+	code, out := runVendor(t, r.env, "cluster", "show")
+	if code != 0 {
+		t.Fatalf("vendor cluster show in region %s: exit %d\n%s", r.name, code, out)
+	}
+	rows := map[string]string{"": out}
+	_, table, _ := strings.Cut(out, "\nregions:\n")
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(line, "  ") && f[0] != "REGION" {
+			rows[f[0]] = line
+		}
+	}
+	return rows
+}
+
+// checkShown checks that the regions table lists each region of want as
+// reachable with the vendors want says, and unreachable as not reachable
+// (absent, or "no").
+func checkShown(t testing.TB, what string, rows, want map[string]string, unreachable string) {
+	t.Helper()
+	for name, vendors := range want {
+		if row := rows[name]; !strings.Contains(row, vendors) || !strings.Contains(row, "yes (") {
+			t.Errorf("vendor cluster show, %s: region %s's row %q, want it reachable with %s vendors\n%s", what, name, row, vendors, rows[""])
+		}
+	}
+	if row, ok := rows[unreachable]; unreachable != "" && ok && !strings.Contains(row, "no (") {
+		t.Errorf("vendor cluster show, %s: region %s's row %q, want it not reachable\n%s", what, unreachable, row, rows[""])
 	}
 }
 
