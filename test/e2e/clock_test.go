@@ -82,7 +82,7 @@ func TestClockBehindAtCrash(t *testing.T) {
 	offset := newClockOffset(t)
 	// The check of a claimant's clock against the server's would refuse
 	// B; with it off, this tests the defenses behind it.
-	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String(), "LEAF_CLOCK_MAX_SKEW": "0"}
+	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String(), "LEAF_CLOCK_MAX_SKEW": "0", "LEAF_WORKER_ID_RANGE": fillRange}
 	nc := nats.conn(t)
 
 	v := startVendor(t, "V", with(base, "LEAF_SUBJECT_PREFIX", "a", "LEAF_TEST_CLOCK_OFFSET_FILE", offset.path))
@@ -138,10 +138,13 @@ func TestRestartWithFutureTimestamp(t *testing.T) {
 		serve  bool // must serve after waiting, not refuse
 	}{
 		{"static ID 20s ahead", true, "20s", false},
-		{"KV lease 20s ahead", false, "20s", true},
+		// Past the claim's longest wait (10s) at the restart: the claim
+		// fails, and the vendor claims again until its clock is past.
+		{"KV lease 15s ahead", false, "15s", true},
 		{"KV lease 2s ahead", false, "2s", true}, // within the TTL: the claim waits
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on a server of its own, mostly waiting
 			const id = 5
 			nats := startNATS(t)
 			// Without the check of the clock against the server's, which
@@ -151,6 +154,7 @@ func TestRestartWithFutureTimestamp(t *testing.T) {
 				env = with(env, "LEAF_WORKER_ID", "5", "LEAF_WORKER_FILE", filepath.Join(t.TempDir(), "worker-5.last"))
 			} else {
 				fillWorkerIDs(t, nats.js(t), 3*time.Second, id)
+				env = with(env, "LEAF_WORKER_ID_RANGE", fillRange)
 			}
 			restartAfterFuture(t, nats.conn(t), tc.name, env, id, tc.offset, tc.serve)
 		})

@@ -21,8 +21,9 @@
 //   - TestClockStepBack, TestClockBehindAtCrash, TestRestartWithFutureTimestamp:
 //     clock faults through LEAF_TEST_CLOCK_OFFSET(_FILE), which only the e2e
 //     build of the vendor reads (cmd/vendor/clock_e2e.go).
-//   - TestWorkerIDExhaustion, TestConcurrentFirstStarts: 1,025 claims for
-//     1,024 worker IDs; 20 vendors starting at once.
+//   - TestWorkerIDExhaustion, TestConcurrentFirstStarts: 128 concurrent
+//     claims and one more for a range of 128 worker IDs, then one with all
+//     1,024 held; 20 vendors starting at once.
 //   - TestLeafHTTPFlood, TestLeafSnowflakeSideBySide: Leaf's HTTP API
 //     (LEAF_HTTP_LEAF_API) flooded by 256 clients while NATS requests must
 //     all be served; simulated Leaf snowflake servers (worker IDs 0-3)

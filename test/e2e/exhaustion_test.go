@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,17 +13,23 @@ import (
 
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/snowflake"
+	"github.com/leaf-nats/leaf/workerid"
 )
 
-// TestWorkerIDExhaustion claims all 1,024 worker IDs from eight goroutines
-// at once, then one more: that one must fail with kv.ErrNoFreeWorkerID, and
-// no ID may be handed out twice.
+// TestWorkerIDExhaustion claims every worker ID of a range (the top 128,
+// up to snowflake.MaxWorkerID) from eight goroutines at once, then one
+// more: that one must fail with kv.ErrNoFreeWorkerID, no ID may be handed
+// out twice, and every one must be of the range. Then the other 896 are
+// held too, and a claim of any worker ID, which lists all 1,024 held keys,
+// fails the same way. (A claim lists the held keys and reads each: 1,024
+// claims one by one would cost half a million reads.)
 func TestWorkerIDExhaustion(t *testing.T) {
 	start := time.Now()
 	js := startNATS(t).js(t)
 	ctx := context.Background()
-	cfg := kv.LeaseConfig{TTL: 10 * time.Minute, Holder: "e2e exhaustion"}
-	createLeaseBuckets(t, js, cfg.TTL, 1)
+	ids := workerid.Range{First: snowflake.MaxWorkerID - 127, Last: snowflake.MaxWorkerID}
+	cfg := kv.LeaseConfig{TTL: 10 * time.Minute, Holder: "e2e exhaustion", IDs: &ids}
+	leases := createLeaseBuckets(t, js, cfg.TTL, 1)
 
 	const claimants = 8
 	var (
@@ -33,7 +40,7 @@ func TestWorkerIDExhaustion(t *testing.T) {
 	)
 	for range claimants {
 		wg.Go(func() {
-			for range (snowflake.MaxWorkerID + 1) / claimants {
+			for range ids.Size() / claimants {
 				l, err := kv.Claim(ctx, kv.Plain(js), cfg)
 				mu.Lock()
 				if err != nil {
@@ -54,18 +61,36 @@ func TestWorkerIDExhaustion(t *testing.T) {
 	if shared > 0 {
 		t.Errorf("%d worker IDs were claimed twice", shared)
 	}
-	if len(got) != snowflake.MaxWorkerID+1 {
-		t.Errorf("%d claims succeeded, want %d", len(got), snowflake.MaxWorkerID+1)
+	if len(got) != ids.Size() {
+		t.Errorf("%d claims succeeded, want %d", len(got), ids.Size())
+	}
+	if len(got) > 0 && (!ids.Contains(got[0]) || !ids.Contains(got[len(got)-1])) {
+		t.Errorf("claims of %s got worker IDs %d to %d", ids, got[0], got[len(got)-1])
 	}
 	_, err := kv.Claim(ctx, kv.Plain(js), cfg)
+	checkNoFree(t, fmt.Sprintf("claim %d of %s", ids.Size()+1, ids), err)
+	for id := range ids.First {
+		if _, err := leases.Create(ctx, workerKey(id), []byte(`{"holder":"e2e filler"}`)); err != nil {
+			t.Fatalf("hold worker ID %d: %v", id, err)
+		}
+	}
+	cfg.IDs = nil
+	_, errAll := kv.Claim(ctx, kv.Plain(js), cfg)
+	checkNoFree(t, "claim 1,025 of all", errAll)
+	report(t, "worker-ID exhaustion: IDs %s, claims=%d distinct=%d shared=%d claim-%d=%q; all 1,024 held, claim-1,025=%q elapsed=%v",
+		ids, len(got)+len(fails), len(got)-shared, shared, ids.Size()+1, err, errAll, time.Since(start).Round(100*time.Millisecond))
+}
+
+// checkNoFree checks that a claim failed with kv.ErrNoFreeWorkerID, saying
+// what to do.
+func checkNoFree(t testing.TB, what string, err error) {
+	t.Helper()
 	if !errors.Is(err, kv.ErrNoFreeWorkerID) {
-		t.Fatalf("claim 1,025: %v, want kv.ErrNoFreeWorkerID", err)
+		t.Fatalf("%s: %v, want kv.ErrNoFreeWorkerID", what, err)
 	}
 	if !strings.Contains(err.Error(), "stop some workers") {
-		t.Errorf("claim 1,025: %q does not say what to do", err)
+		t.Errorf("%s: %q does not say what to do", what, err)
 	}
-	report(t, "worker-ID exhaustion: claims=%d distinct=%d shared=%d claim-1025=%q elapsed=%v",
-		len(got)+len(fails), len(got)-shared, shared, err, time.Since(start).Round(100*time.Millisecond))
 }
 
 // TestConcurrentFirstStarts starts 20 vendors at once on a fresh server:

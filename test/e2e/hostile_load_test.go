@@ -701,14 +701,14 @@ func TestHostileLoadUnknownTags(t *testing.T) {
 		t.Fatalf("no IDs before the attack: %v", legit.ts.errs())
 	}
 
-	quiet := runFlood(t, p, attacker, "quiet", 0, scaled(3*time.Second), legit, fresh)
-	slow := runFlood(t, p, attacker, "12/s", 12, scaled(5*time.Second), legit, fresh)
-	fast := runFlood(t, p, attacker, "1000/s", 1000, scaled(5*time.Second), legit, fresh)
+	quiet := runFlood(t, p, attacker, "quiet", 0, scaled(2*time.Second), legit, fresh)
+	slow := runFlood(t, p, attacker, "12/s", 12, scaled(3*time.Second), legit, fresh)
+	fast := runFlood(t, p, attacker, "1000/s", 1000, scaled(3*time.Second), legit, fresh)
 	legit.drv.stop()
 	fresh.drv.stop()
 	// What one made-up tag costs, with no other request in flight.
 	idle := runFlood(t, p, attacker, "idle", 0, 2*time.Second, nil, nil)
-	alone := runFlood(t, p, attacker, "12/s alone", 12, 5*time.Second, nil, nil)
+	alone := runFlood(t, p, attacker, "12/s alone", 12, 3*time.Second, nil, nil)
 	total, dups := legit.ts.check(t)
 	freshIDs, freshDups := fresh.ts.check(t)
 	down := stopped(t, vendors)

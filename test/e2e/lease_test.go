@@ -95,7 +95,7 @@ func leaseReuse(t *testing.T, ttl time.Duration, offsetB string) {
 	filler := fillWorkerIDs(t, js, ttl, id)
 	// LEAF_CLOCK_MAX_SKEW=0: B's clock may be off; the hand-over must hold
 	// without the check that would refuse it.
-	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String(), "LEAF_CLOCK_MAX_SKEW": "0"}
+	base := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_LEASE_TTL": ttl.String(), "LEAF_CLOCK_MAX_SKEW": "0", "LEAF_WORKER_ID_RANGE": fillRange}
 	nc := nats.conn(t)
 
 	a := startVendor(t, "A", with(base, "LEAF_SUBJECT_PREFIX", "a"))

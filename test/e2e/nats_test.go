@@ -116,14 +116,20 @@ type workerFiller struct {
 	held map[int]bool
 }
 
+// fillRange is the worker IDs fillWorkerIDs holds but for those left
+// free, and the LEAF_WORKER_ID_RANGE of the vendors of the tests that fill
+// them: a few IDs, since the filler renews each every quarter TTL (all
+// 1,024 kept the test process busy with a thousand writes a second).
+const fillFirst, fillLast, fillRange = 4, 11, "4-11"
+
 // fillWorkerIDs creates the lease buckets as a vendor would, with ttl, and
-// holds every worker ID except those in free.
+// holds every worker ID of fillRange except those in free.
 func fillWorkerIDs(t testing.TB, js jetstream.JetStream, ttl time.Duration, free ...int) *workerFiller {
 	t.Helper()
 	ctx := context.Background()
 	leases := createLeaseBuckets(t, js, ttl, 1)
 	f := &workerFiller{leases: leases, held: map[int]bool{}}
-	for id := range 1024 {
+	for id := fillFirst; id <= fillLast; id++ {
 		f.held[id] = true
 	}
 	for _, id := range free {
