@@ -6,6 +6,7 @@
 #   bench/run.sh                    # ~5 minutes
 #   BENCH_SECONDS=3 BENCH_ROUNDS=1 bench/run.sh   # a quick look
 #   BENCH_ONLY=j bench/run.sh       # only row (j), strict vs normal tags
+#   BENCH_ONLY=k bench/run.sh       # only row (k), regions: a supercluster vs one region
 #
 # It starts everything itself on 127.0.0.1 (a nats-server with JetStream, a
 # throwaway Postgres, vendors, the bare responder, the delay proxy) and stops
@@ -267,6 +268,7 @@ done
 
 fi
 
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = j ]; then
 # ---- (j) a strict tag vs a normal tag, single-ID requests -----------------
 # One leader serves a strict tag; with 3 vendors the other two hand its
 # requests to it over NATS (it answers the clients). Paired per round: normal then strict on the same
@@ -288,6 +290,77 @@ for n in 1 3; do
 	row "(j) strict tag single-ID req/s, c=$C, $n vendor(s) (median of $ROUNDS)" "$(fmt0 "$(median "${JS[@]}")") (rounds: $(rounds "${JS[@]}"))" \
 		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.8" "$(ok "$J_R" 0.8)"
 done
+fi
+
+if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = k ]; then
+# ---- (k) regions: in-region requests on a supercluster vs one region ------
+# Regions east and west, each a nats-server (a cluster of one) joined by
+# gateways, a vendor in each, the clients in east; next to them one region
+# alone on a server of its own with one vendor. KV segment stores, tag
+# kbench in each. The vendors run throughout; the loads alternate.
+kvendor() { # kvendor URL [VAR=VALUE...]: starts a vendor; its /readyz port is added to KPORTS
+	local url=$1 port
+	shift
+	VN=$((VN + 1)) port=$(free_port)
+	start "vendor$VN" env LEAF_NATS_URL="$url" LEAF_NATS_STORE_DIR="$WORK/v$VN" LEAF_HTTP_ADDR="127.0.0.1:$port" LEAF_LOG_LEVEL=warn "$@" "$BIN/vendor"
+	KPIDS+=("$LAST") KPORTS+=("$port")
+}
+KPORTS=()
+KPIDS=()
+K_ONE=$(free_port) K_EAST=$(free_port) K_WEST=$(free_port) K_EGW=$(free_port) K_WGW=$(free_port)
+start k-one "$BIN/natsd" -listen "127.0.0.1:$K_ONE" -store "$WORK/k-one"
+KPIDS+=("$LAST")
+start k-east "$BIN/natsd" -listen "127.0.0.1:$K_EAST" -store "$WORK/k-east" -region east -cluster "127.0.0.1:$(free_port)" \
+	-gateway "127.0.0.1:$K_EGW" -gateways "west=127.0.0.1:$K_WGW"
+KPIDS+=("$LAST")
+start k-west "$BIN/natsd" -listen "127.0.0.1:$K_WEST" -store "$WORK/k-west" -region west -cluster "127.0.0.1:$(free_port)" \
+	-gateway "127.0.0.1:$K_WGW" -gateways "east=127.0.0.1:$K_EGW"
+KPIDS+=("$LAST")
+for p in "$K_ONE" "$K_EAST" "$K_WEST"; do wait_for "nats-server" bash -c "exec 3<>/dev/tcp/127.0.0.1/$p"; done
+ONE="nats://127.0.0.1:$K_ONE" EAST="nats://127.0.0.1:$K_EAST" WEST="nats://127.0.0.1:$K_WEST"
+# A supercluster's JetStream answers once it has elected a meta leader.
+wait_for "tag kbench in region east" env LEAF_NATS_URL="$EAST" LEAF_REGION=east LEAF_REGION_ID=0 LEAF_HTTP_ADDR="" "$BIN/vendor" tags add kbench -step 100000
+wait_for "tag kbench in region west" env LEAF_NATS_URL="$WEST" LEAF_REGION=west LEAF_REGION_ID=1 LEAF_HTTP_ADDR="" "$BIN/vendor" tags add kbench -step 100000
+LEAF_NATS_URL="$ONE" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add kbench -step 100000 >/dev/null
+log "(k) starting the vendors of one region, east and west"
+kvendor "$ONE"
+kvendor "$EAST" LEAF_REGION=east LEAF_REGION_ID=0
+kvendor "$WEST" LEAF_REGION=west LEAF_REGION_ID=1
+# A new bucket holds a first claim back a lease TTL (30s).
+for p in "${KPORTS[@]}"; do
+	for i in $(seq 90); do curl -fsS "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break; sleep 1; done
+	curl -fsS "http://127.0.0.1:$p/readyz" >/dev/null || { log "(k) a vendor is not ready after 90s"; exit 1; }
+done
+for url in "$ONE" "$EAST"; do # warm-up, not measured
+	"$BIN/loadgen" -url "$url" -json -mode segment -tag kbench -c "$C" -d 2s >/dev/null 2>&1
+	"$BIN/loadgen" -url "$url" -json -mode snowflake -c "$C" -d 2s >/dev/null 2>&1
+done
+declare -A KR KQ
+for r in $(seq "$ROUNDS"); do
+	for mode in snowflake segment; do
+		for where in one east; do
+			log "(k) round $r: $mode, $where"
+			url=$ONE
+			[ "$where" = east ] && url=$EAST
+			tag=()
+			[ "$mode" = segment ] && tag=(-tag kbench)
+			"$BIN/loadgen" -url "$url" -json -mode "$mode" "${tag[@]}" -c "$C" -d "${D}s" >"$WORK/k-$mode-$where-$r.json" 2>"$WORK/k-$mode-$where-$r.err"
+			KR[$mode-$where]="${KR[$mode-$where]:-} $(jget req_per_sec "$WORK/k-$mode-$where-$r.json")"
+		done
+		KQ[$mode]="${KQ[$mode]:-} $(ratio "$(jget req_per_sec "$WORK/k-$mode-east-$r.json")" "$(jget req_per_sec "$WORK/k-$mode-one-$r.json")")"
+	done
+done
+stop "${KPIDS[@]}"
+for mode in snowflake segment; do
+	read -ra ke <<<"${KR[$mode-east]}"
+	read -ra ko <<<"${KR[$mode-one]}"
+	read -ra kq <<<"${KQ[$mode]}"
+	K_R=$(median "${kq[@]}")
+	row "(k) $mode single-ID req/s, c=$C, in region east of a supercluster (east, west; a vendor each) (median of $ROUNDS)" \
+		"$(fmt0 "$(median "${ke[@]}")") (rounds: $(rounds "${ke[@]}"))" "one region alone, one vendor $(fmt0 "$(median "${ko[@]}")") (rounds: $(rounds "${ko[@]}"))" \
+		"$K_R (rounds: ${kq[*]})" ">= 0.95" "$(ok "$K_R" 0.95)"
+done
+fi
 
 FD=$((2 * D))
 if [ -z "${BENCH_ONLY:-}" ]; then
