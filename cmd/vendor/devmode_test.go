@@ -43,3 +43,22 @@ func TestEmbeddedBeyondLoopbackWarns(t *testing.T) {
 		t.Fatalf("embedded server on loopback: exit %d, warned: %v\n%s", code, strings.Contains(logs.String(), warning), logs.String())
 	}
 }
+
+// A second vendor on the first one's embedded server (README's second
+// terminal) says nothing of sync_interval: that server syncs every write.
+func TestSecondVendorOnEmbeddedServerDoesNotWarnOfSync(t *testing.T) {
+	listen := "127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
+	t.Setenv("LEAF_NATS_LISTEN", listen)
+	t.Setenv("LEAF_NATS_STORE_DIR", t.TempDir())
+	stopFirst, _ := startVendor(t, nil)
+	defer stopFirst()
+	stop, logs := startVendor(t, map[string]string{"LEAF_NATS_URL": "nats://" + listen})
+	if code := stop(); code != 0 {
+		t.Fatalf("second vendor exit %d:\n%s", code, logs.String())
+	}
+	for _, bad := range []string{"sync_interval", "cannot see whether the NATS servers sync"} {
+		if strings.Contains(logs.String(), bad) {
+			t.Fatalf("second vendor logs %q on the embedded server, which syncs every write:\n%s", bad, logs.String())
+		}
+	}
+}

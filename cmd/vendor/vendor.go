@@ -421,7 +421,7 @@ func (v *vendor) startEmbedded() (string, error) {
 			"risk", "anyone who reaches it can rewrite the state IDs rest on, or vend",
 			"hint", "set LEAF_NATS_LISTEN=127.0.0.1:4222, or run nats-server with docs/nats-server.conf and set LEAF_NATS_URL (docs/security.md)")
 	}
-	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
+	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: natsserver.EmbeddedName})
 	if errors.Is(err, natsserver.ErrAddrInUse) {
 		return "", fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
 			cfg.NATSListen, err)
