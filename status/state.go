@@ -272,6 +272,10 @@ func (v *State) readiness() Status {
 	return s
 }
 
+// NotReady says why each mode cannot be served now, "" for one that can:
+// what /readyz says.
+func (v *State) NotReady() ModeReadiness { return v.readiness().Modes }
+
 // Modes returns which modes the vendor can serve now (vending.Readiness):
 // a vendor of a region that cannot serve one leaves its queue group.
 func (v *State) Modes() (snowflake, segments bool) {

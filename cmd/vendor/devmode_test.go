@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 )
@@ -60,5 +61,36 @@ func TestSecondVendorOnEmbeddedServerDoesNotWarnOfSync(t *testing.T) {
 		if strings.Contains(logs.String(), bad) {
 			t.Fatalf("second vendor logs %q on the embedded server, which syncs every write:\n%s", bad, logs.String())
 		}
+	}
+}
+
+// A vendor whose Postgres cannot be reached starts (snowflake needs none)
+// but never says "vendor serving" while /readyz answers 503: it says what
+// it does not serve, and why.
+func TestStartedNotReadyIsNotServing(t *testing.T) {
+	s := natstest.Server(t)
+	t.Setenv("LEAF_NATS_URL", s.ClientURL())
+	t.Setenv("LEAF_POSTGRES_URL", "postgres://leaf@127.0.0.1:"+strconv.Itoa(natstest.FreePort(t))+"/leaf?sslmode=disable&connect_timeout=1")
+	t.Setenv("LEAF_HTTP_ADDR", "")
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, nil, &logs, &logs) }()
+	defer func() { cancel(); <-code }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(logs.String(), "vendor started") && !strings.Contains(logs.String(), "vendor serving") {
+		select {
+		case c := <-code:
+			code <- c
+			t.Fatalf("vendor exited %d:\n%s", c, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vendor did not start:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := logs.String(); strings.Contains(out, "vendor serving") || !strings.Contains(out, "segments_not_served=") {
+		t.Fatalf("with Postgres unreachable the vendor logs, want no \"vendor serving\" and why segments are not served:\n%s", out)
 	}
 }

@@ -72,6 +72,7 @@ type vendor struct {
 	obs        *status.Metrics // counts what the service and the forwarder answer and drop
 	svc        *vending.Service
 	leafAPI    *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
+	state      *status.State   // what /readyz and the status page say
 	http       *status.Server  // nil unless LEAF_HTTP_ADDR
 	history    *status.History // the status page's charts; nil unless LEAF_HTTP_ADDR
 }
@@ -137,9 +138,27 @@ func (v *vendor) open(ctx context.Context) error {
 		return err
 	}
 	v.svc.CheckReadiness() // snowflake served from now, not at the next look
-	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
-		"worker_id", v.keeper.Status().ID, "segments", cfg.storeKind())
+	v.logStarted()
 	return nil
+}
+
+// logStarted says what the vendor serves as it starts: "vendor serving"
+// only when /readyz says ready, else which mode is not served and why.
+func (v *vendor) logStarted() {
+	cfg := v.cfg
+	args := []any{"prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup, "worker_id", v.keeper.Status().ID, "segments", cfg.storeKind()}
+	not := v.state.NotReady()
+	if not == (status.ModeReadiness{}) {
+		v.log.Info("vendor serving", args...)
+		return
+	}
+	if not.Snowflake != "" {
+		args = append(args, "snowflake_not_served", not.Snowflake)
+	}
+	if not.Segments != "" {
+		args = append(args, "segments_not_served", not.Segments)
+	}
+	v.log.Warn("vendor started but not ready: /readyz answers 503 until it is", args...)
 }
 
 // connect starts the embedded server unless LEAF_NATS_URL names one, makes
@@ -280,6 +299,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Leaders: v.strict,
 	})
 	reg.MustRegister(state.Collector())
+	v.state = state
 	sf := v.guard.Snowflake(v.keeper)
 	layout, _ := cfg.layout() // checked by validate
 	var err error
