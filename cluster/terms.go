@@ -65,7 +65,8 @@ func (e *MismatchError) Error() string {
 // headline says what disagrees with what, in one sentence.
 func (e *MismatchError) headline() string {
 	if e.Rerecorded {
-		return fmt.Sprintf("the cluster contract in KV bucket %s was lost and recorded again by %s at %s, with settings that differ from the ones this vendor vended by; one of the two vendors is misconfigured, and this one stops so that IDs cannot repeat",
+		return fmt.Sprintf("the cluster contract in KV bucket %s was lost and recorded again by %s at %s, with settings that differ from the ones this vendor vended by; "+
+			"one of the two vendors is misconfigured, and this one stops so that IDs cannot repeat",
 			kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339))
 	}
 	return fmt.Sprintf("this vendor's settings differ from the cluster contract in KV bucket %s (recorded by %s at %s); vendors sharing a NATS cluster must agree on it, or IDs repeat",

@@ -244,8 +244,10 @@ var (
 	descSegLoads    = prometheus.NewDesc("leaf_segment_loads_total", "Segments loaded from the store.", []string{"tag"}, nil)
 	descSegFailures = prometheus.NewDesc("leaf_segment_load_failures_total", "Segment loads that failed.", []string{"tag"}, nil)
 	descSegLoadDur  = prometheus.NewDesc("leaf_segment_last_load_seconds", "Duration of the last segment load.", []string{"tag"}, nil)
-	descSegRunway   = prometheus.NewDesc("leaf_segment_runway_ids", "IDs left in the tag's space above the highest segment this vendor allocated, before max_id reaches the largest int64 (the tag "+OtherTags+": the least of the tags without series of their own); divided by leaf:tag_ids:rate1d, the time left (leaf:segment_runway_seconds).", []string{"tag"}, nil)
-	descSegTags     = prometheus.NewDesc("leaf_segment_tags", "Segment tags this vendor serves. The "+strconv.Itoa(MetricTags)+" that matter have leaf_segment_* series of their own at each scrape (half the least runway, then the most IDs allocated); the others add up under the tag "+OtherTags+".", nil, nil)
+	descSegRunway   = prometheus.NewDesc("leaf_segment_runway_ids", "IDs left in the tag's space above the highest segment this vendor allocated, before max_id reaches the largest int64 "+
+		"(the tag "+OtherTags+": the least of the tags without series of their own); divided by leaf:tag_ids:rate1d, the time left (leaf:segment_runway_seconds).", []string{"tag"}, nil)
+	descSegTags = prometheus.NewDesc("leaf_segment_tags", "Segment tags this vendor serves. The "+strconv.Itoa(MetricTags)+" that matter have leaf_segment_* series of their own at each scrape "+
+		"(half the least runway, then the most IDs allocated); the others add up under the tag "+OtherTags+".", nil, nil)
 	descStoreUp     = prometheus.NewDesc("leaf_store_up", "1 while the segment store answers.", []string{"store"}, nil)
 	descClockSteps  = prometheus.NewDesc("leaf_clock_backward_steps_total", "Requests that found the clock behind the last ID's time.", nil, nil)
 	descClockRefuse = prometheus.NewDesc("leaf_clock_backward_refused_total", "Requests refused (503) because the clock was too far behind.", nil, nil)
