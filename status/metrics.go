@@ -323,6 +323,7 @@ func mattering(tags []tagStatus, n int) []string {
 		for i, t := range tags {
 			out[i] = t.Tag
 		}
+		slices.Sort(out) // perTag searches it
 		return out
 	}
 	ranked := slices.Clone(tags)
