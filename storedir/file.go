@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/leaf-nats/leaf/segment"
-	"github.com/leaf-nats/leaf/snowflake"
 )
 
 // version is the record's format.
@@ -25,15 +24,10 @@ type contents struct {
 	StoreDir string `json:"store_dir"`
 	// Segments is each tag's mark: no ID at or above it was handed out.
 	Segments map[string]int64 `json:"segments"`
-	// Workers is each worker ID's last timestamp (Unix ms): no ID was made
-	// with it after that millisecond. Epoch is the snowflake epoch of the
-	// vendor that recorded them (0: none yet).
-	Workers map[int]int64 `json:"workers"`
-	Epoch   int64         `json:"epoch"`
 }
 
 func newContents(storeDir string) contents {
-	return contents{Version: version, StoreDir: storeDir, Segments: map[string]int64{}, Workers: map[int]int64{}}
+	return contents{Version: version, StoreDir: storeDir, Segments: map[string]int64{}}
 }
 
 func (c contents) encode() ([]byte, error) {
@@ -58,8 +52,8 @@ func decode(b []byte) (contents, error) {
 	if c.Version != version {
 		return contents{}, fmt.Errorf("format version %d, this vendor reads %d", c.Version, version)
 	}
-	if c.Segments == nil || c.Workers == nil {
-		return contents{}, errors.New(`"segments" or "workers" is missing`)
+	if c.Segments == nil {
+		return contents{}, errors.New(`"segments" is missing`)
 	}
 	for tag, mark := range c.Segments {
 		if err := segment.ValidateTag(tag); err != nil {
@@ -68,14 +62,6 @@ func decode(b []byte) (contents, error) {
 		if mark < 1 {
 			return contents{}, fmt.Errorf("tag %q has mark %d, want a positive ID", tag, mark)
 		}
-	}
-	for id, ms := range c.Workers {
-		if id < 0 || id > snowflake.MaxWorkerID || ms < 1 {
-			return contents{}, fmt.Errorf("worker ID %d has last timestamp %d, want a worker ID of 0 to %d and a positive Unix millisecond", id, ms, snowflake.MaxWorkerID)
-		}
-	}
-	if c.Epoch < 0 {
-		return contents{}, fmt.Errorf("epoch %d is negative", c.Epoch)
 	}
 	return c, nil
 }

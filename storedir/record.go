@@ -19,8 +19,7 @@ const recordName = "handed-out.json"
 var ErrCorrupt = errors.New("storedir: the record of IDs handed out is corrupt")
 
 // Record is what a vendor handed out from the embedded store in one
-// directory, kept beside that directory: each segment tag's mark and each
-// worker ID's last timestamp. Open holds it for one vendor at a time. It is
+// directory, kept beside that directory: each segment tag's mark. Open holds it for one vendor at a time. It is
 // safe for concurrent use.
 type Record struct {
 	storeDir string // absolute

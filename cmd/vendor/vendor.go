@@ -23,6 +23,7 @@ import (
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
+	"github.com/leaf-nats/leaf/storedir"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
@@ -53,7 +54,9 @@ type vendor struct {
 	cfg Config
 	log *slog.Logger
 
+	record     *storedir.Record      // what was handed out from the embedded store, kept beside it
 	lock       *natsserver.StoreLock // embedded server's store directory
+	watch      *storedir.Watch       // says when the embedded store is gone; nil with LEAF_NATS_URL
 	srv        *server.Server        // embedded server; nil with LEAF_NATS_URL
 	dataConn   *nats.Conn            // leases and stores; up until the lease is released
 	svcConn    *nats.Conn            // the service's and the vendors' exchange; drained at Close
@@ -260,7 +263,17 @@ func (v *vendor) guardConfig(js kv.JS, contracts *kv.Contracts, clock snowflake.
 		Prefix:    cfg.SubjectPrefix,
 		Replies:   replies,
 		Logger:    v.log,
+		Local:     v.local(),
 	}
+}
+
+// local is the embedded store as the guard's gates see it: nil with
+// LEAF_NATS_URL (a nil *storedir.Watch in the interface would not be).
+func (v *vendor) local() cluster.Local {
+	if v.watch == nil {
+		return nil
+	}
+	return v.watch
 }
 
 // forwarderConfig configures the strict tags' forwarder.
@@ -398,8 +411,9 @@ func (v *vendor) seedClocks(ctx context.Context, js kv.JS, clock snowflake.Clock
 	})
 }
 
-// startEmbedded locks the store directory and starts the embedded server
-// on it; it returns the server's client URL.
+// startEmbedded locks the store directory and the record kept beside it
+// (whose lock outlives the directory), starts the embedded server on the
+// directory and watches it; it returns the server's client URL.
 func (v *vendor) startEmbedded() (string, error) {
 	cfg := v.cfg
 	lock, err := natsserver.LockStore(cfg.NATSStoreDir)
@@ -414,6 +428,9 @@ func (v *vendor) startEmbedded() (string, error) {
 		return "", err
 	}
 	v.lock = lock
+	if v.record, err = storedir.Open(cfg.NATSStoreDir); err != nil {
+		return "", err
+	}
 	if !loopback(cfg.NATSListen) {
 		// The embedded server has no users: anyone who reaches it can
 		// delete the buckets that uniqueness rests on, or vend.
@@ -433,7 +450,10 @@ func (v *vendor) startEmbedded() (string, error) {
 	if err := lock.SetURL(srv.ClientURL()); err != nil {
 		return "", fmt.Errorf("store directory lock: %w", err)
 	}
-	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir)
+	if v.watch, err = v.record.Watch(srv, lock.Path(), v.log); err != nil {
+		return "", err
+	}
+	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir, "record", v.record.Path())
 	return srv.ClientURL(), nil
 }
 
