@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,26 +39,34 @@ func TestWipedEmbeddedStore(t *testing.T) {
 	load := startLoad(t, nc, tl, spec)
 	tl.waitIDs(t, 2000, 60*time.Second)
 
+	atWipe, _ := tl.counts()
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	wiped := time.Now()
-	v.waitLog(regexp.MustCompile(`embedded NATS store gone: not vending`), 30*time.Second)
+	if _, err := v.awaitLog(regexp.MustCompile(`embedded NATS store gone: not vending`), 15*time.Second); err != nil {
+		t.Errorf("vendor %s: %v", v.name, err)
+	}
 	var code int
 	var body string
-	eventually(t, 30*time.Second, "/readyz to say the store is gone", func() bool {
+	notReady := within(15*time.Second, func() bool {
 		code, body, _ = fetch("http://"+v.httpAddr()+"/readyz", 5*time.Second)
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "embedded NATS store gone")
 	})
-	notReady := time.Since(wiped)
+	if !notReady {
+		t.Errorf("/readyz %d %q after the store was deleted, want a 503 naming it", code, body)
+	}
+	took := time.Since(wiped)
 	probe := newTally("after the wipe")
 	if _, got := probe.request(nc, spec.subject, 1, 2*time.Second); got != "503" {
 		t.Errorf("a segment request after the store went: %q (%s), want a 503", got, probe.sample(got))
 	}
 	handed, _ := tl.counts()
 	load.stop()
-	if c := v.stop(30 * time.Second); c == 0 {
-		t.Logf("vendor exited 0 after the wipe")
+	v.signal(syscall.SIGTERM)
+	if !within(30*time.Second, func() bool { return !v.running() }) {
+		t.Errorf("vendor %s did not stop within 30s of SIGTERM after the wipe", v.name)
+		v.kill()
 	}
 
 	v.start()
@@ -70,8 +79,9 @@ func TestWipedEmbeddedStore(t *testing.T) {
 	tl.waitIDs(t, handed+2000, 60*time.Second)
 	load.stop()
 	total, dups := repeats(tl)
-	report(t, "wiped embedded store: not ready %v after rm -rf (%d %.120q); %d IDs, %d repeats across the wipe and restart; tags add said: %s",
-		notReady.Round(100*time.Millisecond), code, body, total, dups, strings.TrimSpace(out))
+	first, _, _ := strings.Cut(out, "\n")
+	report(t, "wiped embedded store: /readyz %d after %v (%.100q); %d IDs handed out after the rm -rf; %d IDs, %d repeats across the wipe and restart; tags add: %s",
+		code, took.Round(100*time.Millisecond), body, handed-atWipe, total, dups, first)
 	if dups != 0 {
 		t.Errorf("%d of %d IDs repeated across the wipe", dups, total)
 	}
