@@ -54,7 +54,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 	open := func(name string, logs *syncLog) *Guard {
 		g, err := Open(ctx, Config{
 			Terms: want, Kind: KindKV, Self: name,
-			Lease:   kv.LeaseConfig{TTL: time.Second, Holder: name},
+			Lease:   kv.LeaseConfig{TTL: 3 * time.Second, Holder: name},
 			MaxSkew: time.Second, JS: kv.Plain(js), Contracts: contracts, Store: store,
 			Conn: natstest.Conn(t, s), Prefix: "leaf", Replies: vending.NewReplies(nil, nil),
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
@@ -80,7 +80,8 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		t.Fatalf("b's answer: %+v, %v", replies, err)
 	}
 	// b stops answering (its guard closed) but keeps renewing its lease:
-	// alive and unseen. Within a TTL and a check or two a says so.
+	// alive and unseen (renewed ten times a TTL, so that a loaded machine does
+	// not let it lapse). Within a TTL and a check or two a says so.
 	b.Close(ctx)
 	stop := make(chan struct{})
 	renewed := make(chan struct{})
@@ -96,7 +97,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-renewed }()
-	deadline := time.Now().Add(3*CheckEvery + 5*time.Second)
+	deadline := time.Now().Add(5*CheckEvery + 5*time.Second)
 	for a.Status().Blind == "" {
 		if time.Now().After(deadline) {
 			t.Fatalf("a never said it cannot see b:\n%s", logsA.String())

@@ -17,6 +17,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/scatter"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -106,7 +107,7 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 	if ok, err := a.Lower(ctx, "order", 1000, 400); !ok || err != nil {
 		t.Fatalf("Lower(1000 -> 400): %v, %v", ok, err)
 	}
-	eventually(t, func() bool { got, _ := b.Mark(ctx, "order"); return got == 400 })
+	testtool.Eventually(t, 5*time.Second, "the marks", func() bool { got, _ := b.Mark(ctx, "order"); return got == 400 })
 	if got, _ := c.Mark(ctx, "order"); got < 2000 {
 		t.Fatalf("c lowered its own higher mark to %d", got)
 	}
@@ -124,16 +125,6 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 	}
 	if got, _ := marks.Mark(ctx, "order"); got != 10 {
 		t.Fatalf("kv mark %d after Lower, want 10", got)
-	}
-}
-
-// eventually waits up to 5 s for cond.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
 	}
 }
 

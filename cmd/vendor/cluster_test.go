@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/segment/pgstore"
@@ -244,14 +245,5 @@ func TestMoveLostRefusesAStoreThatAnswers(t *testing.T) {
 	}
 }
 
-// eventually waits up to timeout for cond, failing the test with what.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually is testtool.Eventually, under the name these tests use.
+var eventually = testtool.Eventually
