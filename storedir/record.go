@@ -53,7 +53,8 @@ func paths(storeDir string) (abs, dir string, err error) {
 		return "", "", fmt.Errorf("storedir: %w", err)
 	}
 	if filepath.Dir(abs) == abs {
-		return "", "", fmt.Errorf("storedir: LEAF_NATS_STORE_DIR %s is a file system's root: the record of what the vendor handed out is kept beside the store, so give the store a directory of its own", storeDir)
+		return "", "", fmt.Errorf("storedir: LEAF_NATS_STORE_DIR %s is a file system's root: the record of what the vendor handed out is kept beside the store, "+
+			"so give the store a directory of its own", storeDir)
 	}
 	return abs, abs + ".record", nil
 }

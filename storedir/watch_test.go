@@ -7,9 +7,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/leaf-nats/leaf/internal/testtool"
 )
 
 // fakeServer is the embedded server as a Watch sees it.
@@ -84,10 +85,7 @@ func TestWatch(t *testing.T) {
 			if why := w.look(); !strings.Contains(why, tc.want) {
 				t.Fatalf("look: %q, want %q", why, tc.want)
 			}
-			deadline := time.Now().Add(10 * WatchEvery)
-			for w.Err() == nil && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testtool.Eventually(t, 10*WatchEvery, "the watch to see it", func() bool { return w.Err() != nil })
 			err := w.Err()
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "restart the vendor") {
 				t.Fatalf("Err: %v, want the store gone (%q) with the fix", err, tc.want)

@@ -78,6 +78,13 @@ func (v *vendor) Close(ctx context.Context) error {
 	if v.dataConn != nil {
 		v.dataConn.Close()
 	}
+	return errors.Join(append(errs, v.closeEmbedded())...)
+}
+
+// closeEmbedded stops watching the embedded store, stops its server, and
+// unlocks its directory and then its record.
+func (v *vendor) closeEmbedded() error {
+	var errs []error
 	if v.watch != nil {
 		v.watch.Close()
 	}

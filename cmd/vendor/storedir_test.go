@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/vending"
 )
 
@@ -80,24 +82,23 @@ func orderIDs(t *testing.T, listen string, reqs, n int) []int64 {
 	}
 	defer nc.Close()
 	var out []int64
-	deadline := time.Now().Add(30 * time.Second)
-	for len(out) < reqs*n {
+	testtool.Eventually(t, 30*time.Second, fmt.Sprintf("%d IDs of tag order", reqs*n), func() bool {
 		msg, err := nc.Request("leaf.segment.order", []byte(strconv.Itoa(n)), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
-			if code != "503" || time.Now().After(deadline) {
+			if code != "503" {
 				t.Fatalf("%s %s", code, msg.Data)
 			}
-			time.Sleep(100 * time.Millisecond)
-			continue
+			return false
 		}
 		ids, err := vending.DecodeText(nil, msg.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, ids...)
-	}
+		return len(out) >= reqs*n
+	})
 	return out
 }
