@@ -20,7 +20,9 @@
 //   - Watch looks at the directory every WatchEvery and tells (Err) when
 //     it is gone, replaced, or its server's JetStream has stopped: the
 //     vendor then answers 503 and is not ready, saying what to do, rather
-//     than vend from a store no one can read back.
+//     than vend from a store no one can read back. A record deleted too
+//     (rm -rf leaf-data*) it writes again from memory, so that the restart
+//     it asks for still starts above what was handed out.
 //
 // The record is one small JSON file, replaced whole on each change: written
 // to a temporary file, synced, renamed over the old one, and the directory

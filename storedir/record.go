@@ -177,6 +177,33 @@ func (r *Record) change(f func(*contents) bool) error {
 	return nil
 }
 
+// rewrite writes the record whole again if its file is gone, and says
+// whether it did.
+func (r *Record) rewrite() (bool, error) {
+	r.write.Lock()
+	defer r.write.Unlock()
+	if _, err := os.Stat(r.path); !errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	r.mu.Lock()
+	b, err := r.c.encode()
+	gen := r.gen
+	r.mu.Unlock()
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(r.path), 0o755)
+	}
+	if err == nil {
+		err = writeFile(r.path, b)
+	}
+	if err != nil {
+		return false, fmt.Errorf("storedir: write the record of IDs handed out again: %w", err)
+	}
+	r.mu.Lock()
+	r.saved = max(r.saved, gen)
+	r.mu.Unlock()
+	return true, nil
+}
+
 // read reads the record at path, of the store in storeDir: empty when
 // there is none yet.
 func read(path, storeDir string) (contents, error) {

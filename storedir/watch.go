@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -25,13 +24,15 @@ type Server interface {
 }
 
 // Watch tells when the embedded store a vendor runs on is gone: its
-// directory, its JetStream directory, its lock file or its record's
-// directory deleted or replaced, or its server's JetStream stopped. The
+// directory, its JetStream directory or its lock file deleted or replaced,
+// or its server's JetStream stopped. It also writes the record again when
+// it is deleted. The
 // server then still answers from what it holds in memory and open files,
 // and writes to files that no one will read back: what the vendor hands
 // out from then on is recorded nowhere a restart finds it. Once gone, it
 // stays gone: only a restart starts on a store again.
 type Watch struct {
+	r     *Record
 	files []watched
 	srv   Server
 	fix   string
@@ -51,13 +52,12 @@ type watched struct {
 // Watch starts watching the store of r, served by srv, whose lock file is
 // lockFile (natsserver.StoreLock.Path); Close stops it.
 func (r *Record) Watch(srv Server, lockFile string, log *slog.Logger) (*Watch, error) {
-	w := &Watch{srv: srv, log: log, stop: make(chan struct{}), done: make(chan struct{}),
+	w := &Watch{r: r, srv: srv, log: log, stop: make(chan struct{}), done: make(chan struct{}),
 		fix: "restart the vendor: it starts a new store in " + r.storeDir + ", above the IDs recorded in " + r.path}
 	for _, f := range []struct{ what, path string }{
 		{"the store directory", r.storeDir},
 		{"its JetStream directory", srv.JetStreamConfig().StoreDir},
 		{"its lock file", lockFile},
-		{"the record's directory", filepath.Dir(r.path)},
 	} {
 		fi, err := os.Stat(f.path)
 		if err != nil {
@@ -97,6 +97,10 @@ func (w *Watch) run() {
 			return
 		case <-t.C:
 		}
+		w.keepRecord()
+		if w.err.Load() != nil {
+			continue // gone for good; the record is still kept
+		}
 		why := w.look()
 		if why == "" {
 			continue
@@ -104,7 +108,19 @@ func (w *Watch) run() {
 		err := fmt.Errorf("%w: %s; this vendor does not vend from a store that keeps nothing; %s", ErrGone, why, w.fix)
 		w.err.Store(&err)
 		w.log.Error("embedded NATS store gone: not vending", "store_dir", w.files[0].path, "why", why, "fix", w.fix)
-		return
+	}
+}
+
+// keepRecord writes the record again from memory when its file is gone
+// (rm -rf leaf-data*): the next start needs it, and this vendor still
+// knows what it holds.
+func (w *Watch) keepRecord() {
+	again, err := w.r.rewrite()
+	switch {
+	case err != nil:
+		w.log.Error("the record of IDs handed out is gone and cannot be written again: nothing is served until it is", "record", w.r.path, "err", err)
+	case again:
+		w.log.Warn("the record of IDs handed out was deleted: written again from what this vendor holds", "record", w.r.path)
 	}
 }
 

@@ -73,7 +73,6 @@ func TestWatch(t *testing.T) {
 			}
 		}, "was replaced"},
 		{"lock file deleted", func(t *testing.T, _ *fakeServer, dir string) { os.Remove(filepath.Join(dir, "leaf-vendor.lock")) }, "its lock file"},
-		{"record deleted", func(t *testing.T, _ *fakeServer, dir string) { os.RemoveAll(dir + ".record") }, "the record's directory"},
 		{"JetStream stopped", func(t *testing.T, srv *fakeServer, _ string) { srv.stopped.Store(true) }, "JetStream has stopped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,4 +94,24 @@ func TestWatch(t *testing.T) {
 	if (*Watch)(nil).Err() != nil {
 		t.Fatal("a nil Watch (no embedded store) refuses")
 	}
+}
+
+// A record deleted under a running vendor, with its store or not, is
+// written again from memory: the restart the vendor asks for needs it.
+func TestWatchKeepsRecord(t *testing.T) {
+	w, _, storeDir := watchStore(t)
+	if err := w.r.Record(t.Context(), "order", 501); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(storeDir + ".record"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(storeDir); err != nil {
+		t.Fatal(err)
+	}
+	testtool.Eventually(t, 10*WatchEvery, "the record written again", func() bool {
+		mark, _, err := HandedOut(storeDir, "order")
+		return err == nil && mark == 501
+	})
+	testtool.Eventually(t, 10*WatchEvery, "the store gone", func() bool { return w.Err() != nil })
 }
