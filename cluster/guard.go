@@ -297,7 +297,7 @@ func (g *Guard) settle(note string) {
 	g.mu.Unlock()
 	for _, err := range refusals {
 		if err != nil && err != ErrUnchecked && g.logOnce(err.Error()) {
-			g.log.Error("refusing requests while this lasts", "err", err)
+			g.log.Error("refusing requests while this lasts", ErrAttr(err))
 		}
 	}
 	if note != "" && g.logOnce(note) {

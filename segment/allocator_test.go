@@ -479,6 +479,7 @@ func TestSnapshot(t *testing.T) {
 		MinStep:   100,
 		Loads:     2,
 		High:      301,
+		Allocated: 300,
 	}
 	s.LastLoad, s.LastLoadTook = time.Time{}, 0
 	if s != want {

@@ -82,6 +82,7 @@ func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segm
 	}
 	b.mu.Lock()
 	b.high = max(b.high, seg.End)
+	b.allocated += seg.End - seg.Start
 	b.mu.Unlock()
 	if a.opt.Marks != nil {
 		if err := a.opt.Marks.Record(ctx, b.tag, seg.End); err != nil {

@@ -226,6 +226,9 @@ type tagStatus struct {
 	// (-1: none allocated yet); Exhausted that none are.
 	Runway    int64 `json:"runway_ids"`
 	Exhausted bool  `json:"exhausted,omitempty"`
+	// Allocated is how many IDs the store allocated for the tag here: how
+	// busy it is.
+	Allocated int64 `json:"allocated_ids"`
 	// Strict: one vendor at a time, its leader, serves the tag; Leader
 	// says which, on the status page (addLeaders).
 	Strict bool   `json:"strict"`
@@ -268,6 +271,10 @@ func (v *State) readiness() Status {
 	s.setReady(ks, buffered)
 	return s
 }
+
+// NotReady says why each mode cannot be served now, "" for one that can:
+// what /readyz says.
+func (v *State) NotReady() ModeReadiness { return v.readiness().Modes }
 
 // Modes returns which modes the vendor can serve now (vending.Readiness):
 // a vendor of a region that cannot serve one leaves its queue group.
@@ -318,7 +325,7 @@ func (v *State) tags() (out []tagStatus, buffered bool) {
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
 			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
-			Runway: -1, Exhausted: t.Exhausted, Strict: t.Strict,
+			Runway: -1, Exhausted: t.Exhausted, Allocated: t.Allocated, Strict: t.Strict,
 		}
 		if t.High > 0 {
 			ts.Runway = math.MaxInt64 - t.High

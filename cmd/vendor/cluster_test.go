@@ -81,7 +81,7 @@ func TestSegmentStoreMovesAndMismatches(t *testing.T) {
 	t.Setenv("LEAF_POSTGRES_URL", dsn)
 	t.Setenv("LEAF_HTTP_ADDR", "")
 	code, out := command(t)
-	if code != 1 || !strings.Contains(out, "segment store: the cluster's is jetstream-kv:") || !strings.Contains(out, "this vendor's postgres:") {
+	if code != 1 || !strings.Contains(out, `err.segment_store="the cluster's is jetstream-kv:`) || !strings.Contains(out, "this vendor's postgres:") {
 		t.Fatalf("a vendor with another segment store: exit %d:\n%s", code, out)
 	}
 	// So is a tag added there.
@@ -145,7 +145,7 @@ func TestClusterSet(t *testing.T) {
 		}
 	}
 	// The running vendor, still on 0-1023, stops; one on 0-511 serves.
-	if code := waitExit(t, stop, logs, "worker IDs: the cluster's is 0-511, this vendor's 0-1023"); code != 1 {
+	if code := waitExit(t, stop, logs, `err.worker_ids="the cluster's is 0-511, this vendor's 0-1023`); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	t.Setenv("LEAF_HTTP_ADDR", "")
