@@ -114,7 +114,7 @@ func clusterResetWorker(fs *flag.FlagSet) runner {
 // withAdmin runs f on the admin of the command's environment.
 func withAdmin(f func(ctx context.Context, a *admin.Admin, pos []string, w io.Writer) error) runner {
 	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
-		env, err := cfg.env()
+		env, err := cfg.AdminEnv()
 		if err != nil {
 			return err
 		}

@@ -126,7 +126,7 @@ func retrying(ctx context.Context, log *slog.Logger, starting func(string, error
 // (no retry loop) when the first connection is refused, so a wrong password
 // ends the process with the server's reason instead of hanging.
 func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
-	opts, err := cfg.natsOptions()
+	opts, err := cfg.NATSOptions()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -109,7 +109,7 @@ func tagsAdd(fs *flag.FlagSet) runner {
 			return err
 		}
 		tag := pos[0]
-		block := cfg.block()
+		block := cfg.Block()
 		if *start == 0 {
 			*start = block.First
 		}
@@ -123,7 +123,7 @@ func tagsAdd(fs *flag.FlagSet) runner {
 		if err := segment.ValidateRow(row); err != nil {
 			return usagef("%v", err)
 		}
-		handedOut, record, err := cfg.handedOut(tag)
+		handedOut, record, err := handedOut(cfg, tag)
 		if err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func printRows(w io.Writer, rows []segment.Row) {
 // openTagStore opens the segment store a vendor with cfg would use (see
 // admin.OpenTags).
 func openTagStore(ctx context.Context, cfg Config, create bool) (segment.AdminStore, string, func(), error) {
-	env, err := cfg.env()
+	env, err := cfg.AdminEnv()
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -292,8 +292,8 @@ func openTagStore(ctx context.Context, cfg Config, create bool) (segment.AdminSt
 // in LEAF_NATS_STORE_DIR, as the record kept beside it says (0: none, or no
 // embedded KV store), and the record's file: a store deleted since does not
 // know them.
-func (c Config) handedOut(tag string) (int64, string, error) {
-	if c.NATSURL != "" || c.storeKind() != kindKV {
+func handedOut(c Config, tag string) (int64, string, error) {
+	if c.NATSURL != "" || c.StoreKind() != kindKV {
 		return 0, "", nil
 	}
 	return storedir.HandedOut(c.NATSStoreDir, tag)

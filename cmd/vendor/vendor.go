@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/internal/config"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/leafcompat"
@@ -121,7 +122,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	replies := vending.NewReplies(cfg.replyPrefixes(), []string{vending.RequestInbox(v.dataConn)})
+	replies := vending.NewReplies(cfg.ReplyPrefixList(), []string{vending.RequestInbox(v.dataConn)})
 	if v.guard, err = cluster.Open(ctx, v.guardConfig(js, contracts, clock, replies)); err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (v *vendor) open(ctx context.Context) error {
 // it does not serve and why; wait announces it once it is.
 func (v *vendor) announce(start bool) bool {
 	cfg := v.cfg
-	args := []any{"prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup, "worker_id", v.keeper.Status().ID, "segments", cfg.storeKind()}
+	args := []any{"prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup, "worker_id", v.keeper.Status().ID, "segments", cfg.StoreKind()}
 	not := v.state.NotReady()
 	if not == (status.ModeReadiness{}) {
 		v.log.Info("vendor serving", args...)
@@ -219,7 +220,7 @@ func (v *vendor) connect(ctx context.Context) (kv.JS, error) {
 	if v.srv == nil {
 		v.checkSync()
 	}
-	return kv.JS{JetStream: js, Names: cfg.kvNames(v.dataConn.ConnectedClusterName())}, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
+	return kv.JS{JetStream: js, Names: cfg.KVNames(v.dataConn.ConnectedClusterName())}, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
 }
 
 // jsClusterNotAvailable is nats-server's JSClusterNotAvailErr: "JetStream
@@ -249,7 +250,7 @@ func (v *vendor) openStore(ctx context.Context, js kv.JS) (*kv.Contracts, error)
 	}); err != nil {
 		return nil, err
 	}
-	create := cfg.storeKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
+	create := cfg.StoreKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
 	if err := v.retry(ctx, "open the segment store", func() (err error) {
 		v.store, v.closeStore, err = admin.OpenStore(ctx, cfg.PostgresURL, cfg.KVReplicas, js, create)
 		return err
@@ -266,15 +267,15 @@ func (v *vendor) openStore(ctx context.Context, js kv.JS) (*kv.Contracts, error)
 // settings, and where it finds the contract, its store and its peers.
 func (v *vendor) guardConfig(js kv.JS, contracts *kv.Contracts, clock snowflake.Clock, replies *vending.Replies) cluster.Config {
 	cfg := v.cfg
-	static, _ := cfg.staticWorkerID()
+	static, _ := cfg.StaticWorkerID()
 	return cluster.Config{
-		Terms: cfg.terms(),
-		Kind:  cfg.storeKind(),
-		Self:  instanceName(),
+		Terms: cfg.Terms(),
+		Kind:  cfg.StoreKind(),
+		Self:  config.InstanceName(),
 		Lease: kv.LeaseConfig{
 			TTL:      cfg.WorkerLeaseTTL,
 			Replicas: cfg.KVReplicas,
-			Holder:   instanceName(),
+			Holder:   config.InstanceName(),
 			Clock:    clock,
 			Epoch:    cfg.Epoch,
 			WaitHeld: static >= 0,
@@ -305,7 +306,7 @@ func (v *vendor) local() cluster.Local {
 func (v *vendor) forwarderConfig() strict.ForwarderConfig {
 	cfg := v.cfg
 	return strict.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch, MaxBatch: cfg.MaxBatch,
-		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Gate: v.guard, Observer: v.obs, Logger: v.log}
+		ReplyPrefixes: cfg.ReplyPrefixList(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Gate: v.guard, Observer: v.obs, Logger: v.log}
 }
 
 // startService starts the metrics, the micro service and the HTTP server
@@ -313,19 +314,19 @@ func (v *vendor) forwarderConfig() strict.ForwarderConfig {
 func (v *vendor) startService(clock snowflake.Clock) error {
 	cfg, build, reg, obs := v.cfg, v.build, v.reg, v.obs
 	state := status.NewState(status.Sources{
-		Instance: instanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.storeKind(),
+		Instance: config.InstanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.StoreKind(),
 		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
 		Leaders: v.strict,
 	})
 	reg.MustRegister(state.Collector())
 	v.state = state
 	sf := v.guard.Snowflake(v.keeper)
-	layout, _ := cfg.layout() // checked by validate
+	layout, _ := cfg.ParsedLayout() // checked by validate
 	var err error
 	// A vendor of a region leaves a mode it cannot serve, for the regions
 	// that can; alone, it stays and answers 503, which says why.
 	var readiness vending.Readiness
-	if _, ok, _ := cfg.region(); ok {
+	if _, ok, _ := cfg.ParsedRegion(); ok {
 		readiness = state
 	}
 	v.svc, err = vending.Open(v.svcConn, vending.Config{
@@ -337,12 +338,12 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Snowflake:     sf,
 		Epoch:         cfg.Epoch,
 		Layout:        layout,
-		Region:        cfg.vendingRegion(),
+		Region:        cfg.VendingRegion(),
 		Segments:      v.segs,
 		Stats:         state.EndpointStats(build.Version),
 		Metadata:      v.metadata(build),
 		Observer:      obs,
-		ReplyPrefixes: cfg.replyPrefixes(),
+		ReplyPrefixes: cfg.ReplyPrefixList(),
 		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
 		Logger:        v.log,
 
@@ -369,18 +370,18 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 // metadata is what `nats micro info leaf` shows of this vendor.
 func (v *vendor) metadata(build buildInfo) map[string]string {
 	cfg := v.cfg
-	layout, _ := cfg.layout() // checked by validate
+	layout, _ := cfg.ParsedLayout() // checked by validate
 	return map[string]string{
-		"instance":             instanceName(),
+		"instance":             config.InstanceName(),
 		"revision":             build.Revision,
 		"go_version":           build.GoVersion,
-		"worker_ids":           cfg.workerIDs(),
+		"worker_ids":           cfg.WorkerIDs(),
 		"epoch":                strconv.FormatInt(cfg.Epoch, 10),
 		"snowflake_ends":       status.SnowflakeEnds(cfg.Epoch, layout).Format(time.RFC3339),
-		"segment_store":        cfg.storeKind(),
-		"region":               cfg.terms().Region,
+		"segment_store":        cfg.StoreKind(),
+		"region":               cfg.Terms().Region,
 		vending.MetaRateLimit:  strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
-		vending.MetaRateBurst:  strconv.FormatFloat(cfg.segmentRateBurst(), 'g', -1, 64),
+		vending.MetaRateBurst:  strconv.FormatFloat(cfg.SegmentBurst(), 'g', -1, 64),
 		"requester_rate_limit": strconv.FormatFloat(cfg.RequesterRateLimit, 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,
 		// maybe another after a lost lease): the endpoints' stats carry
@@ -494,8 +495,8 @@ func loopback(listen string) bool {
 // guard, in LEAF_WORKER_ID_RANGE or of the static LEAF_WORKER_ID.
 func (v *vendor) keeperConfig(clock snowflake.Clock) workerid.Config {
 	cfg := v.cfg
-	ids, _ := cfg.workerIDRange() // checked by validate
-	layout, _ := cfg.layout()
+	ids, _ := cfg.ParsedWorkerIDRange() // checked by validate
+	layout, _ := cfg.ParsedLayout()
 	kc := workerid.Config{
 		Claim: v.guard.Claim,
 		IDs:   &ids,
@@ -503,12 +504,12 @@ func (v *vendor) keeperConfig(clock snowflake.Clock) workerid.Config {
 			Epoch:       cfg.Epoch,
 			Layout:      layout,
 			Clock:       clock,
-			MaxBackward: cfg.maxBackward(),
+			MaxBackward: cfg.MaxBackward(),
 		},
 		Logger: v.log,
 	}
-	if id, _ := cfg.staticWorkerID(); id >= 0 {
-		kc.Static = &workerid.Static{ID: id, File: cfg.workerFile(id)}
+	if id, _ := cfg.StaticWorkerID(); id >= 0 {
+		kc.Static = &workerid.Static{ID: id, File: cfg.WorkerFilePath(id)}
 	}
 	// Requests arrive on the service's connection. Reconnected to a
 	// single server, which may be a new one that lost every lease (an
