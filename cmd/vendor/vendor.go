@@ -394,7 +394,8 @@ func (v *vendor) metadata(build buildInfo) map[string]string {
 // not clustered: its buckets would never be created.
 func (v *vendor) checkReplicas() error {
 	if v.cfg.KVReplicas > 1 && v.dataConn.ConnectedClusterName() == "" {
-		return fmt.Errorf("LEAF_KV_REPLICAS %d: the NATS server at %s is not in a cluster and keeps one copy of each bucket: set LEAF_KV_REPLICAS=1, or run a NATS cluster of %d or more servers with JetStream",
+		return fmt.Errorf("LEAF_KV_REPLICAS %d: the NATS server at %s is not in a cluster and keeps one copy of each bucket: "+
+			"set LEAF_KV_REPLICAS=1, or run a NATS cluster of %d or more servers with JetStream",
 			v.cfg.KVReplicas, redact(v.dataConn.ConnectedUrl()), v.cfg.KVReplicas)
 	}
 	return nil
@@ -407,7 +408,8 @@ func checkMaxPayload(maxBatch int, maxPayload int64) error {
 	if need-1 <= maxPayload {
 		return nil
 	}
-	return fmt.Errorf("LEAF_MAX_BATCH %d: a reply of that many IDs takes up to %d bytes as text, more than the NATS server's max_payload of %d bytes; set LEAF_MAX_BATCH to %d or less, or raise max_payload in the server's configuration",
+	return fmt.Errorf("LEAF_MAX_BATCH %d: a reply of that many IDs takes up to %d bytes as text, more than the NATS server's max_payload "+
+		"of %d bytes; set LEAF_MAX_BATCH to %d or less, or raise max_payload in the server's configuration",
 		maxBatch, need-1, maxPayload, (maxPayload+1)/maxTextBytes)
 }
 
