@@ -60,7 +60,10 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tagCommands are the verbs of `vendor tags`.
 var tagCommands = []subcommand{
-	{Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict [-home REGION]]", Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd},
+	{
+		Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict [-home REGION]]",
+		Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd,
+	},
 	{Name: "list", Synopsis: "vendor tags list", Summary: "list the tags with their mode, next ID, step and last update", Flags: func(*flag.FlagSet) runner { return tagsList }},
 	{Name: "set-step", Synopsis: "vendor tags set-step <tag> <N>", Summary: "change a tag's (smallest) step", Positional: true, Flags: func(*flag.FlagSet) runner { return tagsSetStep }},
 	{Name: "set-mode", Synopsis: "vendor tags set-mode <tag> <strict|normal> [-home REGION]", Summary: "make a tag strict or normal", Flags: tagsSetMode},
