@@ -175,7 +175,8 @@ func embedded(env Env, create bool) (url, where string, stop func(), err error) 
 			return url, "the vendor's embedded server at " + url, stop, nil
 		}
 		if !create {
-			return "", "", stop, fmt.Errorf("%w at %s, and no vendor's embedded server at LEAF_NATS_LISTEN (%s): run this where the vendor runs, or set LEAF_NATS_STORE_DIR (or LEAF_NATS_LISTEN, LEAF_NATS_URL, LEAF_POSTGRES_URL) as the vendor has it",
+			return "", "", stop, fmt.Errorf("%w at %s, and no vendor's embedded server at LEAF_NATS_LISTEN (%s): "+
+				"run this where the vendor runs, or set LEAF_NATS_STORE_DIR (or LEAF_NATS_LISTEN, LEAF_NATS_URL, LEAF_POSTGRES_URL) as the vendor has it",
 				ErrNoStore, dir, env.Listen)
 		}
 	}
@@ -275,7 +276,8 @@ func (a *Admin) Store(ctx context.Context, create bool) (segment.AdminStore, str
 		if kind == cluster.KindKV {
 			fix = "leave LEAF_POSTGRES_URL empty, as the vendors have it"
 		}
-		return nil, "", nil, fmt.Errorf("this command's segment store (%s, %s) is not the cluster's (%s, per the contract in KV bucket %s): %s, or move the cluster's segments first (vendor cluster move-segments)",
+		return nil, "", nil, fmt.Errorf("this command's segment store (%s, %s) "+
+			"is not the cluster's (%s, per the contract in KV bucket %s): %s, or move the cluster's segments first (vendor cluster move-segments)",
 			name, where, rec.Segments, a.js.Cluster, fix)
 	}
 	return st, where, closeStore, nil

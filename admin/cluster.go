@@ -59,7 +59,8 @@ func (a *Admin) showContract(ctx context.Context, w io.Writer) error {
 		if info, err := st.Info(ctx); err == nil {
 			want.Segments = a.env.StoreKind() + ":" + info.ID
 			if info.MovedTo != "" && want.Segments == rec.Segments {
-				fmt.Fprintf(w, "the contract's store is sealed for a move to %s since %s, but the contract still names it: a vendor cluster move-segments was interrupted (or is running); run it again to finish the move\n",
+				fmt.Fprintf(w, "the contract's store is sealed for a move to %s since %s, but the contract still names it: "+
+					"a vendor cluster move-segments was interrupted (or is running); run it again to finish the move\n",
 					info.MovedTo, info.MovedAt.Format(time.RFC3339))
 			}
 		}
@@ -163,7 +164,8 @@ func (a *Admin) MoveSegments(ctx context.Context, from string, lost bool, why st
 		return fmt.Errorf("%w (the contract changed meanwhile: run the command again)", err)
 	}
 	if lost {
-		fmt.Fprintf(w, "the cluster's segments are now in %s; nothing was carried over from %s: add each tag again above the IDs it handed out (vendor tags add <tag> -start N)\n", toName, orDash(rec.Segments))
+		fmt.Fprintf(w, "the cluster's segments are now in %s; nothing was carried over from %s: "+
+			"add each tag again above the IDs it handed out (vendor tags add <tag> -start N)\n", toName, orDash(rec.Segments))
 	} else {
 		fmt.Fprintf(w, "moved %d tags from %s to %s\n", moved, rec.Segments, toName)
 	}

@@ -169,7 +169,8 @@ func (a *Admin) Regions(ctx context.Context, w io.Writer) error {
 		fmt.Fprintf(w, "the vendors could not be asked (%v): the vendors listed are none\n", s.peersErr)
 	}
 	if s.listErr != nil {
-		fmt.Fprintf(w, "the supercluster's buckets could not be listed (%v): JetStream lists them only with a meta leader, which a partitioned supercluster may lack; a region that does not answer from here now is not listed\n",
+		fmt.Fprintf(w, "the supercluster's buckets could not be listed (%v): JetStream lists them only with a meta leader, which a partitioned supercluster may lack; "+
+			"a region that does not answer from here now is not listed\n",
 			s.listErr)
 	}
 	return nil

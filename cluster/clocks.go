@@ -85,7 +85,8 @@ func CheckClocks(samples []ClockSample, maxSkew time.Duration) (ahead time.Durat
 		for i, s := range samples {
 			names[i] = s.String()
 		}
-		return 0, fmt.Errorf("this host's clock is %v %s the median of the NATS server's and its live peers' (%s), more than LEAF_CLOCK_MAX_SKEW (%v): fix its clock (NTP); no worker ID is claimed until it agrees",
+		return 0, fmt.Errorf("this host's clock is %v %s the median of the NATS server's and its live peers' (%s), more than "+
+			"LEAF_CLOCK_MAX_SKEW (%v): fix its clock (NTP); no worker ID is claimed until it agrees",
 			abs(ref).Round(time.Millisecond), dir, strings.Join(names, ", "), maxSkew)
 	}
 	return max(ahead, 0) + ClockMargin, nil

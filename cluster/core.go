@@ -284,7 +284,8 @@ func (c *Core) record(o Observation, bad *kv.CorruptError, d *Decision) {
 			c.disagreeSince = o.Now
 		}
 		if o.Now.Sub(c.disagreeSince) >= OtherJetStreamAfter {
-			d.Fatal = fmt.Errorf("no cluster contract is recorded in this JetStream, and %s; in %v that vendor did not record its own here, so it keeps it in another JetStream (another domain joined by a leaf node, or another account): vendors answering the same subjects must share one JetStream",
+			d.Fatal = fmt.Errorf("no cluster contract is recorded in this JetStream, and %s; in %v that vendor did not record its own here, so it keeps it in another "+
+				"JetStream (another domain joined by a leaf node, or another account): vendors answering the same subjects must share one JetStream",
 				why, OtherJetStreamAfter)
 			return
 		}
@@ -357,7 +358,8 @@ func (c *Core) gates(o Observation, name string) {
 	case name == "":
 		// Unknown this time: as it was.
 	case info.MovedTo != "":
-		c.segments = fmt.Errorf("%w: the segments of this vendor's store (%s) are sealed for a move to %s since %s, but the cluster contract still names this store: a vendor cluster move-segments was interrupted or is running; run it again to finish the move",
+		c.segments = fmt.Errorf("%w: the segments of this vendor's store (%s) are sealed for a move to %s since %s, but the cluster contract still names "+
+			"this store: a vendor cluster move-segments was interrupted or is running; run it again to finish the move",
 			segment.ErrStoreMoved, name, info.MovedTo, info.MovedAt.Format(time.RFC3339))
 	default:
 		c.segments = nil
@@ -381,10 +383,12 @@ type Conflict struct {
 
 func (c *Conflict) Error() string {
 	if c.Same {
-		return fmt.Sprintf("vendor %s holds worker ID %d too, in the same bucket (%s): the NATS store went back (it lost acknowledged writes, or was restored from a copy) and the ID was claimed twice; the one whose lease is not in the bucket any more gives it up",
+		return fmt.Sprintf("vendor %s holds worker ID %d too, in the same bucket (%s): the NATS store went back (it lost acknowledged writes, or was "+
+			"restored from a copy) and the ID was claimed twice; the one whose lease is not in the bucket any more gives it up",
 			c.Peer.Instance, c.ID, c.Peer.Worker.Where)
 	}
-	return fmt.Sprintf("vendor %s vends with worker ID %d too, kept in %s of another JetStream (another domain joined by a leaf node, or another account?): vendors answering the same subjects must share one JetStream, or claim disjoint LEAF_WORKER_ID_RANGEs",
+	return fmt.Sprintf("vendor %s vends with worker ID %d too, kept in %s of another JetStream (another domain joined by a leaf node, or another "+
+		"account?): vendors answering the same subjects must share one JetStream, or claim disjoint LEAF_WORKER_ID_RANGEs",
 		c.Peer.Instance, c.ID, c.Peer.Worker.Where)
 }
 

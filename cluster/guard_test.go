@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,3 +111,57 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		t.Fatalf("not logged:\n%s", logsA.String())
 	}
 }
+
+// goneStore is a vendor's embedded store as its watch tells it.
+type goneStore struct{ err atomic.Pointer[error] }
+
+var _ Local = (*goneStore)(nil)
+
+func (g *goneStore) Err() error {
+	if p := g.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// A vendor whose embedded store is gone shuts both gates with what the
+// store said, as a 503; /readyz reads them from Status.
+func TestGuardLocalStoreGone(t *testing.T) {
+	s := natstest.Server(t)
+	js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	contracts, err := kv.OpenContracts(ctx, kv.Plain(js), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := kvstore.New(ctx, kv.Plain(js), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &goneStore{}
+	g, err := Open(ctx, Config{
+		Terms: want, Kind: KindKV, Self: "a/1",
+		Lease:   kv.LeaseConfig{TTL: time.Second, Holder: "a/1"},
+		MaxSkew: time.Second, JS: kv.Plain(js), Contracts: contracts, Store: store,
+		Conn: natstest.Conn(t, s), Prefix: "leaf", Replies: vending.NewReplies(nil, nil), Local: local,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(ctx) })
+	if g.SegmentsErr() != nil || g.SnowflakeErr() != nil {
+		t.Fatalf("gates with the store there: %v, %v", g.SegmentsErr(), g.SnowflakeErr())
+	}
+	gone := fmt.Errorf("%w: the store directory leaf-data: no such file or directory", errStoreGone)
+	local.err.Store(&gone)
+	for _, err := range []error{g.SegmentsErr(), g.SnowflakeErr()} {
+		if !errors.Is(err, errStoreGone) || vending.Code(err) != vending.CodeUnavailable || !strings.Contains(err.Error(), "leaf-data") {
+			t.Fatalf("gate with the store gone: %v (code %d), want a 503 naming it", err, vending.Code(err))
+		}
+	}
+	if st := g.Status(); !strings.Contains(st.SegmentsRefused, "leaf-data") || !strings.Contains(st.SnowflakeRefused, "leaf-data") {
+		t.Fatalf("status %+v, want both refused naming the store", st)
+	}
+}
+
+var errStoreGone = errors.New("embedded NATS store gone")

@@ -119,7 +119,8 @@ type Asker struct {
 func NewAsker(nc *nats.Conn, prefix, self string, log *slog.Logger) *Asker {
 	return &Asker{self: self, log: log, ask: scatter.NewAsker(scatter.AskerConfig{
 		Conn: nc, Subject: PeersSubject(prefix), What: "questions to the other vendors", Logger: log,
-		Lost: "the clock check before a worker-ID claim compares with the NATS server's clock only, and a vendor in another JetStream with this worker ID, or serving from another segment store, goes unnoticed",
+		Lost: "the clock check before a worker-ID claim compares with the NATS server's clock only, and a vendor in " +
+			"another JetStream with this worker ID, or serving from another segment store, goes unnoticed",
 	})}
 }
 

@@ -1535,7 +1535,8 @@ func (w *simWorld) repeat(now, before *simSession, id int64) error {
 
 // overlap says which millisecond two sessions used, and what led to it.
 func (w *simWorld) overlap(now *simSession, before simSpan, ms, lo, hi int64) error {
-	return w.report(now, before.s, fmt.Sprintf("millisecond %s of worker ID %d was used by %s in session %d (from %s to %s) and now by %s in session %d (from %s to %s): under continuous traffic both vend its sequence 0, ID %d",
+	return w.report(now, before.s, fmt.Sprintf("millisecond %s of worker ID %d was used by %s in session %d (from %s to %s) "+
+		"and now by %s in session %d (from %s to %s): under continuous traffic both vend its sequence 0, ID %d",
 		simAtMs(ms), now.wid, before.s.v.name, before.s.id, simAtMs(before.lo), simAtMs(before.hi), now.v.name, now.id, simAtMs(lo), simAtMs(hi),
 		(ms-snowflake.DefaultEpoch)<<(snowflake.SequenceBits+snowflake.WorkerBits)|int64(now.wid)<<snowflake.SequenceBits))
 }

@@ -47,7 +47,8 @@ func workerBuckets(ctx context.Context, js JS, c LeaseConfig) (leases, clocks je
 		return nil, nil, 0, fmt.Errorf("kv: stream of %s: %w", js.Clocks, err)
 	}
 	if sc := stream.CachedInfo().Config; sc.MaxAge > 0 || sc.MaxBytes > 0 || sc.MaxMsgs > 0 {
-		return nil, nil, 0, fmt.Errorf("kv: bucket %s has a TTL or size limit (max age %v, bytes %d, messages %d), so worker IDs' last timestamps could be dropped and IDs repeated; recreate it without limits",
+		return nil, nil, 0, fmt.Errorf("kv: bucket %s has a TTL or size limit (max age %v, bytes %d, messages %d), so worker IDs' "+
+			"last timestamps could be dropped and IDs repeated; recreate it without limits",
 			js.Clocks, sc.MaxAge, sc.MaxBytes, sc.MaxMsgs)
 	}
 	st, err := leases.Status(ctx)

@@ -54,7 +54,8 @@ func (l *Lease) start(ctx context.Context, maxWait, fresh time.Duration, report 
 		quarantine := !known && fresh > 0
 		if quarantine {
 			last = l.clock.Now().Add(fresh).UnixMilli()
-			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, until no earlier holder can still be vending with it; this passes by itself, once per new cluster or loss",
+			report(fmt.Sprintf("worker ID %d has no recorded last timestamp and bucket %s is new (a new cluster, or lost JetStream state): waiting %v, "+
+				"until no earlier holder can still be vending with it; this passes by itself, once per new cluster or loss",
 				l.id, l.clocks.Bucket(), fresh.Round(time.Millisecond)), l.clock.Now().Add(fresh))
 		} else if err := workerid.WaitPast(ctx, l.clock, last, maxWait); err != nil {
 			return fmt.Errorf("worker ID %d: %w", l.id, err)

@@ -321,7 +321,8 @@ func Import(ctx context.Context, im Importing, st Store, where string, w io.Writ
 		}
 	}
 	if raises > 0 {
-		fmt.Fprintln(w, "note: a running vendor that served a raised tag before the import may still hold up to two segments of it from below Leaf's max_id; restart such vendors before Leaf's clients take that tag from them")
+		fmt.Fprintln(w, "note: a running vendor that served a raised tag before the import may still hold up to two segments of it "+
+			"from below Leaf's max_id; restart such vendors before Leaf's clients take that tag from them")
 	}
 	if creates+raises == 0 {
 		fmt.Fprintln(w, "nothing to change: every tag is at or above Leaf's max_id")

@@ -403,7 +403,8 @@ func (s *sim) rewindMarks() {
 
 func (s *sim) summary() string {
 	n := s.n
-	return fmt.Sprintf("%d takes (%d failed), %d IDs, %d crashes, %d restarts (%d tags given back), %d store rewinds, %d marks rewinds, %d clock steps, %d faults skipped (the documented limit), 0 repeats",
+	return fmt.Sprintf("%d takes (%d failed), %d IDs, %d crashes, %d restarts (%d tags given back), "+
+		"%d store rewinds, %d marks rewinds, %d clock steps, %d faults skipped (the documented limit), 0 repeats",
 		n.takes, n.failed, n.ids, n.crashes, n.restarts, n.givenBack, n.rewinds, n.markRewinds, n.clockSteps, n.skipped)
 }
 

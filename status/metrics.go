@@ -258,9 +258,12 @@ var (
 	descRenewFails  = prometheus.NewDesc("leaf_worker_lease_renewal_failures_total", "Failed worker-ID lease renewals.", nil, nil)
 	descReady       = prometheus.NewDesc("leaf_ready", "1 while the vendor can vend (what /readyz says).", nil, nil)
 	descConnected   = prometheus.NewDesc("leaf_nats_connected", "1 while the vendor's service connection to NATS is up.", nil, nil)
-	descRewinds     = prometheus.NewDesc("leaf_segment_store_rewinds_total", "Times the segment store was found behind IDs already handed out (restored, failed over to a lagging replica, or writes lost), and raised above them.", nil, nil)
-	descUnseen      = prometheus.NewDesc("leaf_peers_unseen", "Worker IDs held by vendors this one has not seen on the vendors' safety exchange for over a lease TTL: the checks that rest on them miss them.", nil, nil)
-	descSnowEnd     = prometheus.NewDesc("leaf_snowflake_epoch_end_timestamp_seconds", "Unix time at which the time bits of LEAF_SNOWFLAKE_LAYOUT after LEAF_EPOCH run out: snowflake requests are refused from then on.", nil, nil)
+	descRewinds     = prometheus.NewDesc("leaf_segment_store_rewinds_total", "Times the segment store was found behind IDs already handed out (restored, failed over "+
+		"to a lagging replica, or writes lost), and raised above them.", nil, nil)
+	descUnseen = prometheus.NewDesc("leaf_peers_unseen", "Worker IDs held by vendors this one has not seen on the vendors' safety exchange for "+
+		"over a lease TTL: the checks that rest on them miss them.", nil, nil)
+	descSnowEnd = prometheus.NewDesc("leaf_snowflake_epoch_end_timestamp_seconds", "Unix time at which the time bits of LEAF_SNOWFLAKE_LAYOUT after LEAF_EPOCH run "+
+		"out: snowflake requests are refused from then on.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -353,9 +353,13 @@ type ModeReadiness struct {
 // modes, with why not for each that it cannot.
 func (s *Status) setReady(ks workerid.Status, buffered bool) {
 	s.Modes = ModeReadiness{Snowflake: snowflakeNotReady(*s, ks), Segments: segmentsNotReady(*s, buffered)}
+	c := s.Contract
 	switch m := s.Modes; {
 	case m.Snowflake != "" && m.Snowflake == m.Segments:
 		s.NotReady = m.Snowflake
+	case c.Refused != "" && m.Segments == segmentsRefused+c.Refused && m.Snowflake == snowflakeRefused+c.Refused:
+		// One cause shuts both gates (an embedded store gone): say it once.
+		s.NotReady = "both modes refused: " + c.Refused
 	case m.Snowflake != "" && m.Segments != "":
 		s.NotReady = m.Snowflake + "; " + m.Segments
 	default:
@@ -370,7 +374,7 @@ func segmentsNotReady(s Status, buffered bool) string {
 	case !s.NATS:
 		return "NATS connection down"
 	case s.Contract.Refused != "":
-		return "segments refused: " + s.Contract.Refused
+		return segmentsRefused + s.Contract.Refused
 	case !s.Segments.StoreUp && !buffered:
 		return "segment store unreachable and no buffered segments"
 	}
@@ -394,10 +398,16 @@ func snowflakeNotReady(s Status, ks workerid.Status) string {
 		}
 		return why
 	case s.Contract.SnowflakeRefused != "":
-		return "snowflake refused: " + s.Contract.SnowflakeRefused
+		return snowflakeRefused + s.Contract.SnowflakeRefused
 	}
 	return ""
 }
+
+// What a mode's readiness says before the gate's refusal.
+const (
+	segmentsRefused  = "segments refused: "
+	snowflakeRefused = "snowflake refused: "
+)
 
 func (v *State) storeRows() ([]rowStatus, string) {
 	v.rowsMu.Lock()

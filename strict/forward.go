@@ -185,7 +185,9 @@ func (f *Forwarder) probe() {
 	case ok && !was && !first:
 		f.cfg.Logger.Info("strict tags: this vendor's NATS user may answer clients directly again: it takes handed-off requests as a leader")
 	case !ok && (was || first):
-		f.cfg.Logger.Info("strict tags: this vendor's NATS user may answer clients only on the reply subjects of requests it received (allow_responses), so when it leads a strict tag the other vendors forward the tag's requests to it rather than hand them over, which costs a strict tag about half its speed with three vendors: grant the vendors' user publish on the reply prefixes (LEAF_REPLY_PREFIXES; docs/security.md)",
+		f.cfg.Logger.Info("strict tags: this vendor's NATS user may answer clients only on the reply subjects of requests it received (allow_responses), so when it leads a strict tag "+
+			"the other vendors forward the tag's requests to it rather than hand them over, which costs a strict tag about half its speed "+
+			"with three vendors: grant the vendors' user publish on the reply prefixes (LEAF_REPLY_PREFIXES; docs/security.md)",
 			"reply_prefixes", f.cfg.ReplyPrefixes, "checks_again_every", f.cfg.Reprobe)
 	}
 }

@@ -98,8 +98,10 @@ func (s *Service) microConfig() micro.Config {
 		MetaLayout:        c.Layout.Name(),
 		MetaLayoutBits:    c.Layout.String(),
 		"encodings":       EncodingText + "," + EncodingBinary + "," + EncodingRanges,
-		"encoding_header": EncodingHeader + ": " + EncodingText + " (default: ASCII decimals, one a line), " + EncodingBinary + " (8-byte big-endian IDs), " + EncodingRanges + " (runs of consecutive IDs as first,count pairs)",
-		"errors":          "headers " + micro.ErrorCodeHeader + " (400 bad request, 404 unknown tag, 410 IDs used up, 429 a tag asked for faster than its rate limit, 503 cannot vend now, 500 a bug) and " + micro.ErrorHeader + " (what to do); the body is the same sentence",
+		"encoding_header": EncodingHeader + ": " + EncodingText + " (default: ASCII decimals, one a line), " + EncodingBinary + " (8-byte big-endian IDs), " + EncodingRanges + " (runs of " +
+			"consecutive IDs as first,count pairs)",
+		"errors": "headers " + micro.ErrorCodeHeader + " (400 bad request, 404 unknown tag, 410 IDs used up, 429 a tag asked for faster than its rate limit, 503 cannot " +
+			"vend now, 500 a bug) and " + micro.ErrorHeader + " (what to do); the body is the same sentence",
 	}
 	for k, v := range c.Metadata {
 		meta[k] = v

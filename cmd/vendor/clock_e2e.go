@@ -15,6 +15,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/leaf-nats/leaf/internal/config"
 	"github.com/leaf-nats/leaf/snowflake"
 )
 
@@ -30,7 +31,7 @@ type clockHooks struct {
 // function that stops following the offset file.
 func newClock(log *slog.Logger) (snowflake.Clock, func(), error) {
 	var h clockHooks
-	if err := envconfig.Process(envPrefix, &h); err != nil {
+	if err := envconfig.Process(config.EnvPrefix, &h); err != nil {
 		return nil, nil, err
 	}
 	c := &offsetClock{}

@@ -63,11 +63,13 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // clusterCommands are the verbs of `vendor cluster`.
 var clusterCommands = []subcommand{
-	{Name: "show", Synopsis: "vendor cluster show", Summary: "the cluster contract, how this environment compares, the regions", Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
+	{Name: "show", Synopsis: "vendor cluster show", Summary: "the cluster contract, how this environment compares, the regions",
+		Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Show(ctx, w) })},
 	{Name: "move-segments", Synopsis: "vendor cluster move-segments [-from kv|<postgres URL>] [-lost] [-why TEXT]", Summary: "move the segments to the configured store", Flags: clusterMove},
 	{Name: "set", Synopsis: "vendor cluster set [-epoch MS] [-worker-ids FIRST-LAST] [-why TEXT]", Summary: "change the contract's epoch or worker-ID range", Flags: clusterSetFlags},
 	{Name: "set-lease-ttl", Synopsis: "vendor cluster set-lease-ttl <duration>", Summary: "change the worker-ID lease TTL", Flags: adminRunner(clusterLeaseTTL)},
-	{Name: "workers", Synopsis: "vendor cluster workers", Summary: "every worker ID's lease and last timestamp", Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Workers(ctx, w) })},
+	{Name: "workers", Synopsis: "vendor cluster workers", Summary: "every worker ID's lease and last timestamp",
+		Flags: adminRunner(func(ctx context.Context, a *admin.Admin, _ []string, w io.Writer) error { return a.Workers(ctx, w) })},
 	{Name: "reset-worker", Synopsis: "vendor cluster reset-worker <id> [-force]", Summary: "repair a worker ID's corrupt or implausible last timestamp", Flags: clusterResetWorker},
 }
 
@@ -114,7 +116,7 @@ func clusterResetWorker(fs *flag.FlagSet) runner {
 // withAdmin runs f on the admin of the command's environment.
 func withAdmin(f func(ctx context.Context, a *admin.Admin, pos []string, w io.Writer) error) runner {
 	return func(ctx context.Context, cfg Config, pos []string, w io.Writer) error {
-		env, err := cfg.env()
+		env, err := cfg.AdminEnv()
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leaf-nats/leaf/internal/config"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
 	"github.com/leaf-nats/leaf/internal/testtool"
@@ -196,7 +197,7 @@ func TestInterruptedMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Seal(ctx, storeName(kindPostgres, pgInfo)); err != nil {
+	if _, err := st.Seal(ctx, config.StoreName(kindPostgres, pgInfo)); err != nil {
 		t.Fatal(err)
 	}
 	// IDs already loaded are served (the move carries their max_id over);

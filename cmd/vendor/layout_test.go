@@ -36,7 +36,7 @@ func TestLayoutBoundsTheWorkerIDs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: %v", tc.env, err)
 			}
-			if got := c.terms().WorkerIDs; got != tc.ids {
+			if got := c.Terms().WorkerIDs; got != tc.ids {
 				t.Fatalf("%v: the contract's worker IDs %s, want %s", tc.env, got, tc.ids)
 			}
 		})

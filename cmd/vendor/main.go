@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vendor: %v\n(vendor -h lists the configuration)\n", err)
 		return 2
 	}
-	log := cfg.logger(stderr)
+	log := cfg.Logger(stderr)
 	if err := serve(ctx, cfg, log); err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			// Stopped (SIGINT, SIGTERM) before it served: nothing failed.

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/leaf-nats/leaf/internal/config"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
@@ -475,7 +476,7 @@ func configVars() map[string]bool {
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
 		if name := typ.Field(i).Tag.Get("envconfig"); name != "" {
-			vars[envPrefix+"_"+name] = true
+			vars[config.EnvPrefix+"_"+name] = true
 		}
 	}
 	return vars
@@ -511,7 +512,7 @@ func TestComposeSetsOnlyVariablesTheVendorReads(t *testing.T) {
 			}
 		}
 		for _, k := range keys {
-			if !strings.HasPrefix(k, envPrefix+"_") {
+			if !strings.HasPrefix(k, config.EnvPrefix+"_") {
 				continue
 			}
 			seen++
@@ -600,7 +601,7 @@ func TestDocsAgreeWithTheConfiguration(t *testing.T) {
 		if name == "" {
 			continue
 		}
-		name = envPrefix + "_" + name
+		name = config.EnvPrefix + "_" + name
 		row := regexp.MustCompile("(?m)^\\| [^|]*`" + name + "`[^|]*\\| ([^|]*) \\|").FindSubmatch(table)
 		if row == nil {
 			t.Errorf("%s's configuration table lacks %s", tableFile, name)

@@ -126,7 +126,7 @@ func retrying(ctx context.Context, log *slog.Logger, starting func(string, error
 // (no retry loop) when the first connection is refused, so a wrong password
 // ends the process with the server's reason instead of hanging.
 func connect(natsURL string, cfg Config, name string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
-	opts, err := cfg.natsOptions()
+	opts, err := cfg.NATSOptions()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,13 +200,15 @@ func (v *vendor) checkSync() {
 	}
 	syncs, err := natsserver.Syncs(v.dataConn, 500*time.Millisecond)
 	if err != nil {
-		v.log.Info("cannot see whether the NATS servers sync JetStream writes before acknowledging them (their settings are visible to the system account only): run them with sync_interval: always, or a power cut can take the store back to before acknowledged writes (docs/operations.md)", "err", err)
+		v.log.Info("cannot see whether the NATS servers sync JetStream writes before acknowledging them (only the system account may)", "err", err,
+			"hint", "run them with sync_interval: always, or a power cut can take the store back to before acknowledged writes (docs/operations.md)")
 		return
 	}
 	for _, s := range syncs {
 		if s.JetStream && !s.Always {
-			v.log.Warn("NATS server "+s.Server+" syncs JetStream to disk every "+s.Interval.String()+", not before acknowledging a write: a power cut takes its store back by up to that long, and what vendors cannot tell from elsewhere is repeated. Set sync_interval: always in its jetstream block (docs/operations.md)",
-				"server", s.Server, "sync_interval", s.Interval)
+			v.log.Warn("a NATS server syncs JetStream to disk on a timer, not before acknowledging a write: a power cut takes its store back by up to that long",
+				"server", s.Server, "sync_interval", s.Interval,
+				"hint", "set sync_interval: always in its jetstream block, or what vendors cannot tell from elsewhere is repeated (docs/operations.md)")
 		}
 	}
 }

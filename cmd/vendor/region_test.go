@@ -40,8 +40,8 @@ func TestRegionConfiguration(t *testing.T) {
 				return
 			}
 			b, _ := segment.RegionBlock(2)
-			if c.block() != b || c.workerIDs() != "256-383" || c.terms().Region != "eu-west/2" {
-				t.Fatalf("region eu-west/2: block %+v, worker IDs %s, contract region %q", c.block(), c.workerIDs(), c.terms().Region)
+			if c.Block() != b || c.WorkerIDs() != "256-383" || c.Terms().Region != "eu-west/2" {
+				t.Fatalf("region eu-west/2: block %+v, worker IDs %s, contract region %q", c.Block(), c.WorkerIDs(), c.Terms().Region)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leaf-nats/leaf/internal/config"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
@@ -40,7 +41,7 @@ func (v *vendor) openStrict(ctx context.Context, js kv.JS, fc strict.ForwarderCo
 	cfg, log, nc, alloc := v.cfg, v.log, v.svcConn, v.alloc
 	var leaders *kv.Leaders
 	if err := v.retry(ctx, "open the strict tags' leaders bucket", func() (err error) {
-		leaders, err = kv.OpenLeaders(ctx, js, kv.LeadersConfig{TTL: cfg.StrictLeaseTTL, Replicas: cfg.KVReplicas, Holder: instanceName(), Clock: clock})
+		leaders, err = kv.OpenLeaders(ctx, js, kv.LeadersConfig{TTL: cfg.StrictLeaseTTL, Replicas: cfg.KVReplicas, Holder: config.InstanceName(), Clock: clock})
 		return err
 	}); err != nil {
 		return nil, err

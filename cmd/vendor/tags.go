@@ -13,6 +13,7 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/storedir"
 )
 
 const tagsUsage = `Usage:
@@ -59,7 +60,10 @@ func runTags(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tagCommands are the verbs of `vendor tags`.
 var tagCommands = []subcommand{
-	{Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict [-home REGION]]", Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd},
+	{
+		Name: "add", Synopsis: "vendor tags add <tag> [-step N] [-start M] [-description D] [-strict [-home REGION]]",
+		Summary: "add a business tag (-strict: IDs increase across the cluster)", Flags: tagsAdd,
+	},
 	{Name: "list", Synopsis: "vendor tags list", Summary: "list the tags with their mode, next ID, step and last update", Flags: func(*flag.FlagSet) runner { return tagsList }},
 	{Name: "set-step", Synopsis: "vendor tags set-step <tag> <N>", Summary: "change a tag's (smallest) step", Positional: true, Flags: func(*flag.FlagSet) runner { return tagsSetStep }},
 	{Name: "set-mode", Synopsis: "vendor tags set-mode <tag> <strict|normal> [-home REGION]", Summary: "make a tag strict or normal", Flags: tagsSetMode},
@@ -108,7 +112,7 @@ func tagsAdd(fs *flag.FlagSet) runner {
 			return err
 		}
 		tag := pos[0]
-		block := cfg.block()
+		block := cfg.Block()
 		if *start == 0 {
 			*start = block.First
 		}
@@ -122,6 +126,11 @@ func tagsAdd(fs *flag.FlagSet) runner {
 		if err := segment.ValidateRow(row); err != nil {
 			return usagef("%v", err)
 		}
+		handedOut, record, err := handedOut(cfg, tag)
+		if err != nil {
+			return err
+		}
+		row.MaxID = max(row.MaxID, handedOut)
 		return tagStore(ctx, cfg, tag, true, func(ctx context.Context, st segment.AdminStore, where string) error {
 			err := st.Create(ctx, row)
 			if errors.Is(err, segment.ErrTagExists) {
@@ -139,7 +148,10 @@ func tagsAdd(fs *flag.FlagSet) runner {
 				}
 			}
 			fmt.Fprintf(w, "added %s tag %q (step %d, first ID %d) in %s\n", modeName(*strict), tag, *step, first, where)
-			if first != *start {
+			switch {
+			case first == handedOut && handedOut > *start:
+				fmt.Fprintf(w, "IDs of %q up to %d were handed out from an earlier store in %s (recorded in %s): it continues above them\n", tag, handedOut-1, cfg.NATSStoreDir, record)
+			case first != *start:
 				fmt.Fprintf(w, "the tag was deleted before: it continues from %d, above every ID it had; vendors that still hold some of its earlier segments serve those first\n", first)
 			}
 			if cfg.Region != "" {
@@ -272,9 +284,20 @@ func printRows(w io.Writer, rows []segment.Row) {
 // openTagStore opens the segment store a vendor with cfg would use (see
 // admin.OpenTags).
 func openTagStore(ctx context.Context, cfg Config, create bool) (segment.AdminStore, string, func(), error) {
-	env, err := cfg.env()
+	env, err := cfg.AdminEnv()
 	if err != nil {
 		return nil, "", nil, err
 	}
 	return admin.OpenTags(ctx, env, create, connectHint)
+}
+
+// handedOut is how far tag's IDs were handed out from the embedded store
+// in LEAF_NATS_STORE_DIR, as the record kept beside it says (0: none, or no
+// embedded KV store), and the record's file: a store deleted since does not
+// know them.
+func handedOut(c Config, tag string) (int64, string, error) {
+	if c.NATSURL != "" || c.StoreKind() != kindKV {
+		return 0, "", nil
+	}
+	return storedir.HandedOut(c.NATSStoreDir, tag)
 }

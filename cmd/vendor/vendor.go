@@ -17,12 +17,14 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/cluster"
+	"github.com/leaf-nats/leaf/internal/config"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/leafcompat"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
+	"github.com/leaf-nats/leaf/storedir"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
@@ -53,7 +55,9 @@ type vendor struct {
 	cfg Config
 	log *slog.Logger
 
+	record     *storedir.Record      // what was handed out from the embedded store, kept beside it
 	lock       *natsserver.StoreLock // embedded server's store directory
+	watch      *storedir.Watch       // says when the embedded store is gone; nil with LEAF_NATS_URL
 	srv        *server.Server        // embedded server; nil with LEAF_NATS_URL
 	dataConn   *nats.Conn            // leases and stores; up until the lease is released
 	svcConn    *nats.Conn            // the service's and the vendors' exchange; drained at Close
@@ -118,7 +122,7 @@ func (v *vendor) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	replies := vending.NewReplies(cfg.replyPrefixes(), []string{vending.RequestInbox(v.dataConn)})
+	replies := vending.NewReplies(cfg.ReplyPrefixList(), []string{vending.RequestInbox(v.dataConn)})
 	if v.guard, err = cluster.Open(ctx, v.guardConfig(js, contracts, clock, replies)); err != nil {
 		return err
 	}
@@ -148,7 +152,7 @@ func (v *vendor) open(ctx context.Context) error {
 // it does not serve and why; wait announces it once it is.
 func (v *vendor) announce(start bool) bool {
 	cfg := v.cfg
-	args := []any{"prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup, "worker_id", v.keeper.Status().ID, "segments", cfg.storeKind()}
+	args := []any{"prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup, "worker_id", v.keeper.Status().ID, "segments", cfg.StoreKind()}
 	not := v.state.NotReady()
 	if not == (status.ModeReadiness{}) {
 		v.log.Info("vendor serving", args...)
@@ -216,7 +220,7 @@ func (v *vendor) connect(ctx context.Context) (kv.JS, error) {
 	if v.srv == nil {
 		v.checkSync()
 	}
-	return kv.JS{JetStream: js, Names: cfg.kvNames(v.dataConn.ConnectedClusterName())}, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
+	return kv.JS{JetStream: js, Names: cfg.KVNames(v.dataConn.ConnectedClusterName())}, checkMaxPayload(cfg.MaxBatch, v.svcConn.MaxPayload())
 }
 
 // jsClusterNotAvailable is nats-server's JSClusterNotAvailErr: "JetStream
@@ -246,7 +250,7 @@ func (v *vendor) openStore(ctx context.Context, js kv.JS) (*kv.Contracts, error)
 	}); err != nil {
 		return nil, err
 	}
-	create := cfg.storeKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
+	create := cfg.StoreKind() != cluster.KindKV || !cluster.NamesKind(recorded.Segments, cluster.KindKV)
 	if err := v.retry(ctx, "open the segment store", func() (err error) {
 		v.store, v.closeStore, err = admin.OpenStore(ctx, cfg.PostgresURL, cfg.KVReplicas, js, create)
 		return err
@@ -263,15 +267,15 @@ func (v *vendor) openStore(ctx context.Context, js kv.JS) (*kv.Contracts, error)
 // settings, and where it finds the contract, its store and its peers.
 func (v *vendor) guardConfig(js kv.JS, contracts *kv.Contracts, clock snowflake.Clock, replies *vending.Replies) cluster.Config {
 	cfg := v.cfg
-	static, _ := cfg.staticWorkerID()
+	static, _ := cfg.StaticWorkerID()
 	return cluster.Config{
-		Terms: cfg.terms(),
-		Kind:  cfg.storeKind(),
-		Self:  instanceName(),
+		Terms: cfg.Terms(),
+		Kind:  cfg.StoreKind(),
+		Self:  config.InstanceName(),
 		Lease: kv.LeaseConfig{
 			TTL:      cfg.WorkerLeaseTTL,
 			Replicas: cfg.KVReplicas,
-			Holder:   instanceName(),
+			Holder:   config.InstanceName(),
 			Clock:    clock,
 			Epoch:    cfg.Epoch,
 			WaitHeld: static >= 0,
@@ -285,14 +289,24 @@ func (v *vendor) guardConfig(js kv.JS, contracts *kv.Contracts, clock snowflake.
 		Prefix:    cfg.SubjectPrefix,
 		Replies:   replies,
 		Logger:    v.log,
+		Local:     v.local(),
 	}
+}
+
+// local is the embedded store as the guard's gates see it: nil with
+// LEAF_NATS_URL (a nil *storedir.Watch in the interface would not be).
+func (v *vendor) local() cluster.Local {
+	if v.watch == nil {
+		return nil
+	}
+	return v.watch
 }
 
 // forwarderConfig configures the strict tags' forwarder.
 func (v *vendor) forwarderConfig() strict.ForwarderConfig {
 	cfg := v.cfg
 	return strict.ForwarderConfig{Prefix: cfg.SubjectPrefix, QueueGroup: cfg.QueueGroup, MaxCount: cfg.MaxRangeBatch, MaxBatch: cfg.MaxBatch,
-		ReplyPrefixes: cfg.replyPrefixes(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Gate: v.guard, Observer: v.obs, Logger: v.log}
+		ReplyPrefixes: cfg.ReplyPrefixList(), OwnInboxes: []string{vending.RequestInbox(v.dataConn)}, Gate: v.guard, Observer: v.obs, Logger: v.log}
 }
 
 // startService starts the metrics, the micro service and the HTTP server
@@ -300,19 +314,19 @@ func (v *vendor) forwarderConfig() strict.ForwarderConfig {
 func (v *vendor) startService(clock snowflake.Clock) error {
 	cfg, build, reg, obs := v.cfg, v.build, v.reg, v.obs
 	state := status.NewState(status.Sources{
-		Instance: instanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.storeKind(),
+		Instance: config.InstanceName(), Keeper: v.keeper, Allocator: v.alloc, Store: v.store, StoreKind: cfg.StoreKind(),
 		Guard: v.guard, Clock: clock, Connected: v.svcConn.IsConnected, LeaseTTL: cfg.WorkerLeaseTTL, Requests: obs,
 		Leaders: v.strict,
 	})
 	reg.MustRegister(state.Collector())
 	v.state = state
 	sf := v.guard.Snowflake(v.keeper)
-	layout, _ := cfg.layout() // checked by validate
+	layout, _ := cfg.ParsedLayout() // checked by validate
 	var err error
 	// A vendor of a region leaves a mode it cannot serve, for the regions
 	// that can; alone, it stays and answers 503, which says why.
 	var readiness vending.Readiness
-	if _, ok, _ := cfg.region(); ok {
+	if _, ok, _ := cfg.ParsedRegion(); ok {
 		readiness = state
 	}
 	v.svc, err = vending.Open(v.svcConn, vending.Config{
@@ -324,12 +338,12 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Snowflake:     sf,
 		Epoch:         cfg.Epoch,
 		Layout:        layout,
-		Region:        cfg.vendingRegion(),
+		Region:        cfg.VendingRegion(),
 		Segments:      v.segs,
 		Stats:         state.EndpointStats(build.Version),
 		Metadata:      v.metadata(build),
 		Observer:      obs,
-		ReplyPrefixes: cfg.replyPrefixes(),
+		ReplyPrefixes: cfg.ReplyPrefixList(),
 		OwnInboxes:    []string{vending.RequestInbox(v.dataConn)},
 		Logger:        v.log,
 
@@ -356,18 +370,18 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 // metadata is what `nats micro info leaf` shows of this vendor.
 func (v *vendor) metadata(build buildInfo) map[string]string {
 	cfg := v.cfg
-	layout, _ := cfg.layout() // checked by validate
+	layout, _ := cfg.ParsedLayout() // checked by validate
 	return map[string]string{
-		"instance":             instanceName(),
+		"instance":             config.InstanceName(),
 		"revision":             build.Revision,
 		"go_version":           build.GoVersion,
-		"worker_ids":           cfg.workerIDs(),
+		"worker_ids":           cfg.WorkerIDs(),
 		"epoch":                strconv.FormatInt(cfg.Epoch, 10),
 		"snowflake_ends":       status.SnowflakeEnds(cfg.Epoch, layout).Format(time.RFC3339),
-		"segment_store":        cfg.storeKind(),
-		"region":               cfg.terms().Region,
+		"segment_store":        cfg.StoreKind(),
+		"region":               cfg.Terms().Region,
 		vending.MetaRateLimit:  strconv.FormatFloat(cfg.SegmentRateLimit, 'g', -1, 64),
-		vending.MetaRateBurst:  strconv.FormatFloat(cfg.segmentRateBurst(), 'g', -1, 64),
+		vending.MetaRateBurst:  strconv.FormatFloat(cfg.SegmentBurst(), 'g', -1, 64),
 		"requester_rate_limit": strconv.FormatFloat(cfg.RequesterRateLimit, 'g', -1, 64),
 		// The worker ID is live state (claimed after the service starts,
 		// maybe another after a lost lease): the endpoints' stats carry
@@ -380,7 +394,8 @@ func (v *vendor) metadata(build buildInfo) map[string]string {
 // not clustered: its buckets would never be created.
 func (v *vendor) checkReplicas() error {
 	if v.cfg.KVReplicas > 1 && v.dataConn.ConnectedClusterName() == "" {
-		return fmt.Errorf("LEAF_KV_REPLICAS %d: the NATS server at %s is not in a cluster and keeps one copy of each bucket: set LEAF_KV_REPLICAS=1, or run a NATS cluster of %d or more servers with JetStream",
+		return fmt.Errorf("LEAF_KV_REPLICAS %d: the NATS server at %s is not in a cluster and keeps one copy of each bucket: "+
+			"set LEAF_KV_REPLICAS=1, or run a NATS cluster of %d or more servers with JetStream",
 			v.cfg.KVReplicas, redact(v.dataConn.ConnectedUrl()), v.cfg.KVReplicas)
 	}
 	return nil
@@ -393,7 +408,8 @@ func checkMaxPayload(maxBatch int, maxPayload int64) error {
 	if need-1 <= maxPayload {
 		return nil
 	}
-	return fmt.Errorf("LEAF_MAX_BATCH %d: a reply of that many IDs takes up to %d bytes as text, more than the NATS server's max_payload of %d bytes; set LEAF_MAX_BATCH to %d or less, or raise max_payload in the server's configuration",
+	return fmt.Errorf("LEAF_MAX_BATCH %d: a reply of that many IDs takes up to %d bytes as text, more than the NATS server's max_payload "+
+		"of %d bytes; set LEAF_MAX_BATCH to %d or less, or raise max_payload in the server's configuration",
 		maxBatch, need-1, maxPayload, (maxPayload+1)/maxTextBytes)
 }
 
@@ -424,8 +440,9 @@ func (v *vendor) seedClocks(ctx context.Context, js kv.JS, clock snowflake.Clock
 	})
 }
 
-// startEmbedded locks the store directory and starts the embedded server
-// on it; it returns the server's client URL.
+// startEmbedded locks the store directory and the record kept beside it
+// (whose lock outlives the directory), starts the embedded server on the
+// directory and watches it; it returns the server's client URL.
 func (v *vendor) startEmbedded() (string, error) {
 	cfg := v.cfg
 	lock, err := natsserver.LockStore(cfg.NATSStoreDir)
@@ -440,6 +457,9 @@ func (v *vendor) startEmbedded() (string, error) {
 		return "", err
 	}
 	v.lock = lock
+	if v.record, err = storedir.Open(cfg.NATSStoreDir); err != nil {
+		return "", err
+	}
 	if !loopback(cfg.NATSListen) {
 		// The embedded server has no users: anyone who reaches it can
 		// delete the buckets that uniqueness rests on, or vend.
@@ -459,7 +479,10 @@ func (v *vendor) startEmbedded() (string, error) {
 	if err := lock.SetURL(srv.ClientURL()); err != nil {
 		return "", fmt.Errorf("store directory lock: %w", err)
 	}
-	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir)
+	if v.watch, err = v.record.Watch(srv, lock.Path(), v.log); err != nil {
+		return "", err
+	}
+	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir, "record", v.record.Path())
 	return srv.ClientURL(), nil
 }
 
@@ -474,8 +497,8 @@ func loopback(listen string) bool {
 // guard, in LEAF_WORKER_ID_RANGE or of the static LEAF_WORKER_ID.
 func (v *vendor) keeperConfig(clock snowflake.Clock) workerid.Config {
 	cfg := v.cfg
-	ids, _ := cfg.workerIDRange() // checked by validate
-	layout, _ := cfg.layout()
+	ids, _ := cfg.ParsedWorkerIDRange() // checked by validate
+	layout, _ := cfg.ParsedLayout()
 	kc := workerid.Config{
 		Claim: v.guard.Claim,
 		IDs:   &ids,
@@ -483,12 +506,12 @@ func (v *vendor) keeperConfig(clock snowflake.Clock) workerid.Config {
 			Epoch:       cfg.Epoch,
 			Layout:      layout,
 			Clock:       clock,
-			MaxBackward: cfg.maxBackward(),
+			MaxBackward: cfg.MaxBackward(),
 		},
 		Logger: v.log,
 	}
-	if id, _ := cfg.staticWorkerID(); id >= 0 {
-		kc.Static = &workerid.Static{ID: id, File: cfg.workerFile(id)}
+	if id, _ := cfg.StaticWorkerID(); id >= 0 {
+		kc.Static = &workerid.Static{ID: id, File: cfg.WorkerFilePath(id)}
 	}
 	// Requests arrive on the service's connection. Reconnected to a
 	// single server, which may be a new one that lost every lease (an

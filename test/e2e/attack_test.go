@@ -802,7 +802,8 @@ func TestAttackReplySubjects(t *testing.T) {
 	noReply := dropped(vendors, vending.DropNoReply)
 	total, dups := repeats(load.tallies...)
 	down, notReady := stopped(t, vendors), unready(t, vendors)
-	report(t, "attack reply subjects: %d targets; sent leaf-client=%d leaf-inside=%d (own inboxes %d, %d prefixes); dropped no-inbox=%d own-inbox=%d no-reply=%d; bucket writes=%d forged=%d changes=%d; ids=%d repeats=%d errors before=%s in all=%s; stopped=%d unready=%d elapsed=%v",
+	report(t, "attack reply subjects: %d targets; sent leaf-client=%d leaf-inside=%d (own inboxes %d, %d prefixes); dropped no-inbox=%d own-inbox=%d "+
+		"no-reply=%d; bucket writes=%d forged=%d changes=%d; ids=%d repeats=%d errors before=%s in all=%s; stopped=%d unready=%d elapsed=%v",
 		len(targets), sentClient, sentInside, sentOwn, len(own), notInbox, ownInbox, noReply, writes, forged, len(changes),
 		total, dups, formatErrs(errsBefore), formatErrs(load.errs()), down, notReady, time.Since(start).Round(100*time.Millisecond))
 	for _, c := range changes {
@@ -928,7 +929,8 @@ func TestAttackVendorSubjects(t *testing.T) {
 	taken, rateTl, window := rateWindow(t, client, len(vendors), rate, maxRange)
 	total, dups := repeats(strictTl, rateTl)
 	down, notReady := stopped(t, vendors), unready(t, vendors)
-	report(t, "attack vendor subjects: leaf-client refused on %d of %d vendor subjects; over-large counts: %s; forged forwards %d, counted dropped %d; strict tag's next ID +%d; store changes=%d; rate limit %d/s: %d IDs in %v (%.0f/s, bound %.0f), 429s=%d; ids=%d repeats=%d stopped=%d unready=%d elapsed=%v",
+	report(t, "attack vendor subjects: leaf-client refused on %d of %d vendor subjects; over-large counts: %s; forged forwards %d, counted dropped %d; strict tag's next "+
+		"ID +%d; store changes=%d; rate limit %d/s: %d IDs in %v (%.0f/s, bound %.0f), 429s=%d; ids=%d repeats=%d stopped=%d unready=%d elapsed=%v",
 		refused, len(vendorOnly), formatErrs(codes), forged, dropped(vendors, vending.DropNotInbox)-droppedBefore, next-last, len(changes), rate, taken, window.Round(10*time.Millisecond),
 		float64(taken)/window.Seconds(), rateBound(len(vendors), rate, maxRange, window), rateTl.errCount("429"),
 		total, dups, down, notReady, time.Since(start).Round(100*time.Millisecond))
@@ -1300,7 +1302,8 @@ func TestAttackIdleHTTPConnections(t *testing.T) {
 	load.stop()
 	total, dups := repeats(load.tallies...)
 	down := stopped(t, []*vendor{v})
-	report(t, "attack idle HTTP: vendor's open-files limit %s (hard %s, started with 4096); %d connections held of %d (%d answered); vendor open files %d before, at most %d, %d while held (cap %d + %d); /healthz during %d ok %d failed, after %d; new NATS client: %v; ids=%d repeats=%d errors=%s stopped=%d elapsed=%v",
+	report(t, "attack idle HTTP: vendor's open-files limit %s (hard %s, started with 4096); %d connections held of %d (%d answered); vendor open files %d before, at most %d, "+
+		"%d while held (cap %d + %d); /healthz during %d ok %d failed, after %d; new NATS client: %v; ids=%d repeats=%d errors=%s stopped=%d elapsed=%v",
 		soft, hard, h.held.Load(), procs*perProc, h.served.Load(), base, most, held, maxConns, base, healthOK, healthFail, code, natsErr,
 		total, dups, formatErrs(load.errs()), down, time.Since(start).Round(100*time.Millisecond))
 	if soft != hard {
@@ -1460,7 +1463,8 @@ func TestAttackManyTags(t *testing.T) {
 	load.stop()
 	total, dups := repeats(load.tallies...)
 	down, notReady := stopped(t, vendors), unready(t, vendors)
-	report(t, "attack many tags: %d tags (imported in %v, known to every vendor: %v); stats replies %d of %d, bytes %v (max_payload %d); /cluster.json lists %v; leaf_peers_unseen=%.0f; leaf.peers answers %d (at most %d bytes); ids=%d repeats=%d errors=%s stopped=%d unready=%d elapsed=%v",
+	report(t, "attack many tags: %d tags (imported in %v, known to every vendor: %v); stats replies %d of %d, bytes %v (max_payload %d); /cluster.json lists %v; "+
+		"leaf_peers_unseen=%.0f; leaf.peers answers %d (at most %d bytes); ids=%d repeats=%d errors=%s stopped=%d unready=%d elapsed=%v",
 		len(tags), imported.Round(100*time.Millisecond), known, len(sizes), len(vendors), sizes, admin.MaxPayload(), tableSizes(table), unseen, peers, peerBytes,
 		total, dups, formatErrs(load.errs()), down, notReady, time.Since(start).Round(100*time.Millisecond))
 	if !known {

@@ -53,7 +53,8 @@ func TestManyTags(t *testing.T) {
 	series, metricsBytes := scrape(t, vendors[0])
 	statusBytes, statusTags := statusPage(t, vendors[0])
 	perTag := func(mb float64, n int) string { return fmt.Sprintf("%.2f KB", mb*1024/float64(n)) }
-	report(t, "many tags: %d tags, %d asked once each in %v (%d failed); RSS MB per vendor %v known, %v after (%s a known tag, %s more a tag in use); micro stats replies %d (bytes %v, errors %q), info replies %d; /cluster.json lists %v; /metrics %d series, %d KB; /status.json %d KB listing %d of %d tags",
+	report(t, "many tags: %d tags, %d asked once each in %v (%d failed); RSS MB per vendor %v known, %v after (%s a known tag, %s more a tag in use); micro stats replies "+
+		"%d (bytes %v, errors %q), info replies %d; /cluster.json lists %v; /metrics %d series, %d KB; /status.json %d KB listing %d of %d tags",
 		tags+1, used, asked.Round(100*time.Millisecond), failed, before, after, perTag(before[0], tags), perTag(after[0]-before[0], used/2),
 		len(sizes), sizes, statsErrs, len(infos), tableSizes(table), series, metricsBytes/1024, statusBytes/1024, statusTags, tags+1)
 	if failed > 0 {
