@@ -97,7 +97,7 @@ func (g *Guard) sampleClocks(ctx context.Context) ([]ClockSample, []Peer) {
 	if offset, rtt, err := kv.ServerClock(ctx, g.cfg.JS, g.clock); err == nil {
 		samples = append(samples, ClockSample{"the NATS server", offset, rtt})
 	}
-	replies, _, _ := g.askPeers(ctx, -1)
+	replies, _, _ := g.askPeers(ctx, -1, peerGrace)
 	var peers []Peer
 	for _, r := range replies {
 		samples = append(samples, PeerSample(r))
@@ -112,7 +112,7 @@ func (g *Guard) sampleClocks(ctx context.Context) ([]ClockSample, []Peer) {
 // (the claim is given up: a setting to change), or got it from a store
 // that went back (this vendor waits until that lease ends).
 func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
-	replies, _, _ := g.askPeers(ctx, l.ID())
+	replies, _, _ := g.askPeers(ctx, l.ID(), aloneGrace)
 	var peers []Peer
 	for _, r := range replies {
 		peers = append(peers, r.Peer)

@@ -26,9 +26,16 @@ const CheckEvery = 5 * time.Second
 
 // Wait bounds for asking the other vendors: at most peerWait in all, and at
 // least peerGrace for vendors this one does not know to hold a worker ID.
+// After a claim the question waits aloneGrace for those: a vendor that
+// holds the same worker ID elsewhere is one this vendor cannot know of (in
+// another JetStream, or holding it in a store that has since gone back and
+// still reconnecting, which nats.go does every second), and its answer may
+// be slow on a loaded host; missing it would repeat IDs until the next
+// check, while waiting costs each claim that long once.
 const (
-	peerWait  = 300 * time.Millisecond
-	peerGrace = 30 * time.Millisecond
+	peerWait   = 300 * time.Millisecond
+	peerGrace  = 30 * time.Millisecond
+	aloneGrace = 1500 * time.Millisecond
 )
 
 // Config configures a Guard. Every field but Logger and Local is required.
@@ -246,7 +253,7 @@ func (g *Guard) observe(ctx context.Context) Observation {
 	if self.Held {
 		own = self.ID
 	}
-	replies, held, err := g.askPeers(ctx, own)
+	replies, held, err := g.askPeers(ctx, own, peerGrace)
 	o.PeersErr = err
 	for _, r := range replies {
 		o.Peers = append(o.Peers, r.Peer)
@@ -260,9 +267,9 @@ func (g *Guard) observe(ctx context.Context) Observation {
 }
 
 // askPeers asks the live vendors, expecting an answer from the holder of
-// every held worker ID but own (this vendor's, -1 for none), and returns
-// the IDs held.
-func (g *Guard) askPeers(ctx context.Context, own int) ([]Reply, map[int]bool, error) {
+// every held worker ID but own (this vendor's, -1 for none), waiting at
+// least grace for the others, and returns the IDs held.
+func (g *Guard) askPeers(ctx context.Context, own int, grace time.Duration) ([]Reply, map[int]bool, error) {
 	held, err := kv.HeldWorkerIDs(ctx, g.cfg.JS)
 	if err != nil {
 		held = map[int]bool{}
@@ -271,7 +278,7 @@ func (g *Guard) askPeers(ctx context.Context, own int) ([]Reply, map[int]bool, e
 	if held[own] {
 		expect--
 	}
-	replies, err := g.asker.Ask(ctx, peerWait, peerGrace, expect, g.clock)
+	replies, err := g.asker.Ask(ctx, max(peerWait, grace), grace, expect, g.clock)
 	if errors.Is(err, ErrPeersDenied) {
 		return nil, held, nil // the Asker has said so
 	}
