@@ -79,6 +79,9 @@ type PeerMarks struct {
 	// sure of the store, a question does not wait for them (a vendor killed
 	// holds its worker ID until its lease expires).
 	silent map[string]bool
+	// holderList is the worker IDs' holders as read at holdersAt.
+	holderList map[int]string
+	holdersAt  time.Time
 
 	inFlight inflight.Group // the callbacks a close waits for (Unsubscribe does not)
 }
@@ -187,6 +190,9 @@ func (m *PeerMarks) answer(msg *nats.Msg) {
 // of the tag to settle: each is one store call, and the asker waits
 // peerWait for the answer.
 const settleWait = peerWait / 2
+
+// sureGrace is peerGrace once sure of the store.
+const sureGrace = 2 * time.Millisecond
 
 // settledMark is this vendor's mark of tag once its allocations of it in
 // flight settled; one not settled within settleWait counts as committed,
@@ -304,7 +310,7 @@ func (m *PeerMarks) Settle(tag string, end int64, committed bool) {
 func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 	m.mu.Lock()
 	if f := m.cfg.Fence(); f != m.fenced {
-		m.fenced, m.unsureSince, m.sure = f, m.cfg.Clock.Now(), false
+		m.fenced, m.unsureSince, m.sure, m.holderList = f, m.cfg.Clock.Now(), false, nil
 	}
 	fenced, sure := m.fenced, m.sure
 	patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
@@ -331,7 +337,7 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 // while one has not answered and patience is not up; once sure, it does
 // not wait for those silent at the last question.
 func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience time.Duration, silent map[string]bool) (int64, map[string]bool, error) {
-	holders, err := kv.Holders(ctx, m.cfg.JS)
+	holders, err := m.holders(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -348,8 +354,14 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience tim
 			waiting--
 		}
 	}
+	// Once sure, the vendors not holding a worker ID (static ones) are
+	// heard for sureGrace only: every allocation waits that long.
 	var highest int64
-	q := scatter.Question{Body: []byte(tag), Wait: peerWait, Grace: peerGrace, Enough: func() bool { return waiting == 0 }, Clock: m.cfg.Clock}
+	grace := peerGrace
+	if sure {
+		grace = sureGrace
+	}
+	q := scatter.Question{Body: []byte(tag), Wait: peerWait, Grace: grace, Enough: func() bool { return waiting == 0 }, Clock: m.cfg.Clock}
 	err = m.asker.Ask(ctx, q, func(ans scatter.Answer) {
 		var a markAnswer
 		if len(ans.Data) > maxPeerBytes || json.Unmarshal(ans.Data, &a) != nil || a.Instance == "" || a.Mark < 0 || !m.ours(a.Mark) {
@@ -382,6 +394,32 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience tim
 		m.warnOnce(missing)
 	}
 	return highest, unanswered, nil
+}
+
+// holdersFor is how long the list of worker-ID holders is kept: it changes
+// when a vendor starts or stops, and a vendor that started meanwhile is
+// still heard (within peerGrace), only not waited for.
+const holdersFor = time.Second
+
+// holders returns the holders of worker IDs, read again once holdersFor
+// passed: every allocation asks the vendors, and listing the bucket costs
+// more than the question.
+func (m *PeerMarks) holders(ctx context.Context) (map[int]string, error) {
+	m.mu.Lock()
+	h, at := m.holderList, m.holdersAt
+	m.mu.Unlock()
+	now := m.cfg.Clock.Now()
+	if h != nil && now.Sub(at) >= 0 && now.Sub(at) < holdersFor {
+		return h, nil
+	}
+	h, err := kv.Holders(ctx, m.cfg.JS)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.holderList, m.holdersAt = h, now
+	m.mu.Unlock()
+	return h, nil
 }
 
 // quietOnce logs, once per holder, holders that stopped answering.
