@@ -154,6 +154,7 @@ func OpenPeerMarks(c PeerMarksConfig) (*PeerMarks, error) {
 		return nil, fmt.Errorf("cluster: listen on %s: %w", ReturnedSubject(c.Prefix), err)
 	}
 	m.sub, m.returned = sub, returned
+	m.inFlight.Go(m.survey)
 	return m, nil
 }
 
@@ -178,8 +179,8 @@ func (m *PeerMarks) answer(msg *nats.Msg) {
 		m.replies.Drop(m.cfg.Logger, msg.Subject, msg.Reply, why)
 		return
 	}
-	tag := string(msg.Data)
-	if segment.ValidateTag(tag) != nil {
+	tag := string(msg.Data) // "": a survey (PeerMarks.survey), answered 0
+	if tag != "" && segment.ValidateTag(tag) != nil {
 		return
 	}
 	data, _ := json.Marshal(markAnswer{Instance: m.cfg.Self, Mark: m.settledMark(tag)})
@@ -309,9 +310,7 @@ func (m *PeerMarks) Settle(tag string, end int64, committed bool) {
 // it answers.
 func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 	m.mu.Lock()
-	if f := m.cfg.Fence(); f != m.fenced {
-		m.fenced, m.unsureSince, m.sure, m.holderList = f, m.cfg.Clock.Now(), false, nil
-	}
+	m.refence()
 	fenced, sure := m.fenced, m.sure
 	patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
 	silent := maps.Clone(m.silent)
@@ -330,6 +329,76 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 	// the vendors that ask next, and floors this vendor's allocations.
 	m.own[tag] = max(theirs, m.own[tag])
 	return m.own[tag], nil
+}
+
+// refence makes this vendor unsure of the store again once the fence
+// moved (a reconnect). m.mu is held.
+func (m *PeerMarks) refence() {
+	if f := m.cfg.Fence(); f != m.fenced {
+		m.fenced, m.unsureSince, m.sure, m.holderList = f, m.cfg.Clock.Now(), false, nil
+	}
+}
+
+// surveyEvery is how often a vendor not sure of the store asks every
+// vendor whether it is there.
+const surveyEvery = time.Second
+
+// survey asks every vendor, with no tag, every surveyEvery until every
+// holder of a worker ID answered since the fence: this vendor is then sure
+// of the store without having allocated, so that a vendor that takes a
+// strict tag's lead from one killed with -9 does not wait for the dead
+// one's answer (it holds its worker ID until its lease expires). A store
+// that went back before this vendor started is raised above what the live
+// vendors answer; what only the dead one knew is gone with it, however
+// long one waits.
+func (m *PeerMarks) survey() {
+	stop := m.inFlight.Stopping()
+	tick := time.NewTicker(surveyEvery)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		m.refence()
+		fenced, sure := m.fenced, m.sure
+		m.mu.Unlock()
+		if !sure && m.allAnswer() {
+			m.mu.Lock()
+			if m.fenced == fenced {
+				m.sure = true
+				clear(m.silent)
+			}
+			m.mu.Unlock()
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// allAnswer reports whether every holder of a worker ID answers a survey.
+// It takes at most 2*peerWait, which bounds how long Close waits for it.
+func (m *PeerMarks) allAnswer() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*peerWait)
+	defer cancel()
+	holders, err := m.holders(ctx)
+	if err != nil {
+		return false
+	}
+	unanswered := map[string]bool{}
+	for _, h := range holders {
+		if h != "" && h != m.cfg.Self {
+			unanswered[h] = true
+		}
+	}
+	q := scatter.Question{Wait: peerWait, Grace: peerGrace, Enough: func() bool { return len(unanswered) == 0 }, Clock: m.cfg.Clock}
+	err = m.asker.Ask(ctx, q, func(ans scatter.Answer) {
+		var a markAnswer
+		if len(ans.Data) <= maxPeerBytes && json.Unmarshal(ans.Data, &a) == nil {
+			delete(unanswered, a.Instance)
+		}
+	})
+	return err == nil && len(unanswered) == 0
 }
 
 // ask asks every vendor for its mark of tag and returns the highest, and
@@ -385,10 +454,12 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience tim
 	case sure:
 		m.quietOnce(missing)
 	case patience > 0 && refused:
-		return 0, nil, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) and cannot ask %s, which hold worker IDs, for their marks (for at most %v more): %w",
+		return 0, nil, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) "+
+			"and cannot ask %s, which hold worker IDs, for their marks (for at most %v more): %w",
 			segment.ErrUnavailable, tag, strings.Join(missing, ", "), patience.Round(time.Second), err)
 	case patience > 0:
-		return 0, nil, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) and waits for the marks of %s, which hold worker IDs (for at most %v more)",
+		return 0, nil, fmt.Errorf("%w: tag %q: this vendor cannot be sure the store is as it left it (it started, or reconnected) "+
+			"and waits for the marks of %s, which hold worker IDs (for at most %v more)",
 			segment.ErrUnavailable, tag, strings.Join(missing, ", "), patience.Round(time.Second))
 	default:
 		m.warnOnce(missing)
@@ -452,7 +523,8 @@ func (m *PeerMarks) ours(mark int64) bool {
 
 func (m *PeerMarks) warnOnce(missing []string) {
 	if fresh := m.fresh(missing); len(fresh) > 0 {
-		m.cfg.Logger.Warn("vendors that hold worker IDs never answered for their segment marks: allocating without them (if the NATS store was restored, the IDs only they handed out may repeat); upgrade them, or grant them publish on "+MarksSubject(m.cfg.Prefix),
+		m.cfg.Logger.Warn("vendors that hold worker IDs never answered for their segment marks: allocating without them "+
+			"(if the NATS store was restored, the IDs only they handed out may repeat); upgrade them, or grant them publish on "+MarksSubject(m.cfg.Prefix),
 			"vendors", strings.Join(fresh, ", "))
 	}
 }

@@ -206,3 +206,42 @@ func TestPeerMarksRefused(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A vendor that never allocated becomes sure of the store once every holder
+// of a worker ID answered its survey: a holder killed afterwards is then not
+// waited for (the new leader of a strict tag allocates at once). A vendor
+// that started after the holder stopped answering is never sure, and waits.
+func TestPeerMarksSurvey(t *testing.T) {
+	s := natstest.Server(t)
+	js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	hold := func(name string, id int) {
+		l, err := kv.Claim(ctx, kv.Plain(js), kv.LeaseConfig{TTL: 30 * time.Second, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
+	}
+	open := func(name string) *PeerMarks {
+		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
+			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(ctx) })
+		return m
+	}
+	hold("a/1", 1)
+	hold("b/2", 2)
+	a, b := open("a/1"), open("b/2")
+	note(b, "ledger", 700)
+	eventually(t, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.sure })
+	hold("c/3", 3) // holds a worker ID and never answers: killed
+	if got, err := a.Mark(ctx, "ledger"); err != nil || got != 700 {
+		t.Fatalf("sure, with c/3 silent: %d, %v; want b's 700", got, err)
+	}
+	d := open("d/4")
+	if _, err := d.Mark(ctx, "ledger"); !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "c/3") {
+		t.Fatalf("d, started after c/3 fell silent: %v, want ErrUnavailable naming c/3", err)
+	}
+}
