@@ -117,6 +117,10 @@ type PeerMarksConfig struct {
 type markAnswer struct {
 	Instance string `json:"instance"`
 	Mark     int64  `json:"mark"`
+	// In answers to a survey: whether the vendor is sure of the store,
+	// and the holders of worker IDs that stopped answering it.
+	Sure   bool     `json:"sure,omitempty"`
+	Silent []string `json:"silent,omitempty"`
 }
 
 var _ segment.Marks = (*PeerMarks)(nil)
@@ -183,7 +187,16 @@ func (m *PeerMarks) answer(msg *nats.Msg) {
 	if tag != "" && segment.ValidateTag(tag) != nil {
 		return
 	}
-	data, _ := json.Marshal(markAnswer{Instance: m.cfg.Self, Mark: m.settledMark(tag)})
+	a := markAnswer{Instance: m.cfg.Self, Mark: m.settledMark(tag)}
+	if tag == "" {
+		m.mu.Lock()
+		a.Sure = m.sure && m.fenced == m.cfg.Fence()
+		if a.Sure {
+			a.Silent = slices.Sorted(maps.Keys(m.silent))
+		}
+		m.mu.Unlock()
+	}
+	data, _ := json.Marshal(a)
 	msg.Respond(data)
 }
 
@@ -339,18 +352,21 @@ func (m *PeerMarks) refence() {
 	}
 }
 
-// surveyEvery is how often a vendor not sure of the store asks every
-// vendor whether it is there.
+// surveyEvery is how often a vendor asks every vendor whether it is
+// there.
 const surveyEvery = time.Second
 
-// survey asks every vendor, with no tag, every surveyEvery until every
-// holder of a worker ID answered since the fence: this vendor is then sure
-// of the store without having allocated, so that a vendor that takes a
-// strict tag's lead from one killed with -9 does not wait for the dead
-// one's answer (it holds its worker ID until its lease expires). A store
-// that went back before this vendor started is raised above what the live
-// vendors answer; what only the dead one knew is gone with it, however
-// long one waits.
+// survey asks every vendor, with no tag, every surveyEvery. A vendor not
+// sure of the store becomes sure once every holder of a worker ID answered
+// since the fence, so that a vendor that takes a strict tag's lead from one
+// killed with -9 does not wait for the dead one's answer (it holds its
+// worker ID until its lease expires); or once every holder that did not
+// answer has stopped answering every vendor that is sure, so that a vendor
+// started after another was killed need not wait either. A sure vendor's
+// surveys keep which holders stopped answering. A store that went back
+// before this vendor started is raised above what the live vendors
+// answer; what only a dead one knew is gone with it, however long one
+// waits.
 func (m *PeerMarks) survey() {
 	stop := m.inFlight.Stopping()
 	tick := time.NewTicker(surveyEvery)
@@ -358,13 +374,15 @@ func (m *PeerMarks) survey() {
 	for {
 		m.mu.Lock()
 		m.refence()
-		fenced, sure := m.fenced, m.sure
+		fenced := m.fenced
 		m.mu.Unlock()
-		if !sure && m.allAnswer() {
+		if unanswered, excused, err := m.surveyOnce(); err == nil {
 			m.mu.Lock()
 			if m.fenced == fenced {
-				m.sure = true
-				clear(m.silent)
+				m.sure = m.sure || all(unanswered, excused)
+				if m.sure {
+					m.silent = unanswered
+				}
 			}
 			m.mu.Unlock()
 		}
@@ -376,29 +394,60 @@ func (m *PeerMarks) survey() {
 	}
 }
 
-// allAnswer reports whether every holder of a worker ID answers a survey.
-// It takes at most 2*peerWait, which bounds how long Close waits for it.
-func (m *PeerMarks) allAnswer() bool {
+// all reports whether every key of unanswered is in excused.
+func all(unanswered, excused map[string]bool) bool {
+	for h := range unanswered {
+		if !excused[h] {
+			return false
+		}
+	}
+	return true
+}
+
+// surveyOnce asks every vendor whether it is there, and returns the holders
+// of worker IDs that did not answer, and those that every vendor sure of
+// the store (one at least) says stopped answering. It takes at most
+// 2*peerWait, which bounds how long Close waits for it.
+func (m *PeerMarks) surveyOnce() (unanswered, excused map[string]bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*peerWait)
 	defer cancel()
 	holders, err := m.holders(ctx)
 	if err != nil {
-		return false
+		return nil, nil, err
 	}
-	unanswered := map[string]bool{}
+	unanswered = map[string]bool{}
 	for _, h := range holders {
 		if h != "" && h != m.cfg.Self {
 			unanswered[h] = true
 		}
 	}
+	var silent []map[string]bool // per sure vendor
 	q := scatter.Question{Wait: peerWait, Grace: peerGrace, Enough: func() bool { return len(unanswered) == 0 }, Clock: m.cfg.Clock}
 	err = m.asker.Ask(ctx, q, func(ans scatter.Answer) {
 		var a markAnswer
-		if len(ans.Data) <= maxPeerBytes && json.Unmarshal(ans.Data, &a) == nil {
-			delete(unanswered, a.Instance)
+		if len(ans.Data) > maxPeerBytes || json.Unmarshal(ans.Data, &a) != nil || a.Instance == "" {
+			return
+		}
+		delete(unanswered, a.Instance)
+		if a.Sure {
+			s := map[string]bool{}
+			for _, h := range a.Silent {
+				s[h] = true
+			}
+			silent = append(silent, s)
 		}
 	})
-	return err == nil && len(unanswered) == 0
+	if err != nil {
+		return nil, nil, err
+	}
+	excused = map[string]bool{}
+	for h := range unanswered {
+		excused[h] = len(silent) > 0
+		for _, s := range silent {
+			excused[h] = excused[h] && s[h]
+		}
+	}
+	return unanswered, excused, nil
 }
 
 // ask asks every vendor for its mark of tag and returns the highest, and
