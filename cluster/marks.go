@@ -45,12 +45,13 @@ type returnedNote struct {
 // lives in the JetStream that holds everything else, so a NATS store put
 // back from a copy, or one that lost the writes it had not synced, takes any
 // marks kept there back with it. So the marks are kept in the vendors: each
-// knows how far it allocated each tag. A vendor that cannot be sure the
-// store is as it left it (after it starts, and after it reconnects to a
-// single server, which may be one restored) asks the other vendors for
-// their marks of a tag before it allocates it, and waits for every vendor
-// that holds a worker ID (those are alive) to answer; a store found below
-// them is raised above them.
+// knows how far it allocated each tag. Every allocation asks the other
+// vendors for their marks of its tag (a store rewritten live gives no
+// sign), and a store found below them is raised above them. A vendor that
+// cannot be sure the store is as it left it (after it starts, and after it
+// reconnects to a single server, which may be one restored) waits for every
+// vendor that holds a worker ID (those are alive) to answer; once sure
+// (see survey), it allocates without one that stops answering.
 //
 // A vendor that holds a worker ID but does not answer for TrustAfter
 // (it runs a version from before the exchange, or NATS refuses it the
@@ -65,8 +66,8 @@ type PeerMarks struct {
 
 	mu          sync.Mutex
 	own         map[string]int64 // how far each tag was handed out, as this vendor knows
-	sure        bool             // every holder answered a question since the fence
-	fenced      uint64           // the fence's value the sure ones are sure at
+	sure        bool             // sure of the store since the fence (see survey)
+	fenced      uint64           // the fence's value sure is sure at
 	unsureSince time.Time        // since when the tags are unsure again
 	warned      map[string]bool
 	// pending holds, per tag, the ends this vendor's allocations recorded
