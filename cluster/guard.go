@@ -31,7 +31,7 @@ const (
 	peerGrace = 30 * time.Millisecond
 )
 
-// Config configures a Guard. Every field but Logger is required.
+// Config configures a Guard. Every field but Logger and Local is required.
 type Config struct {
 	// Terms are what this vendor vends by (Segments is filled in from
 	// Store), Kind its store's kind, Self its instance name.
@@ -55,7 +55,24 @@ type Config struct {
 	Prefix  string
 	Replies *vending.Replies
 	Logger  *slog.Logger
+	// Local, when set, says why the vendor's own embedded store cannot be
+	// vended from (storedir.Watch): both gates stay shut while it does.
+	// Optional: nil with LEAF_NATS_URL.
+	Local Local
 }
+
+// Local is the vendor's embedded store as the gates see it.
+type Local interface {
+	// Err returns why the store cannot be vended from, nil while it can.
+	Err() error
+}
+
+// localErr is a gate's refusal for an embedded store that is gone: a 503
+// that still wraps what the store said.
+type localErr struct{ err error }
+
+func (e localErr) Error() string   { return e.err.Error() }
+func (e localErr) Unwrap() []error { return []error{e.err, vending.ErrUnavailable} }
 
 // Guard holds a vendor to the cluster: the contract, its segment store and
 // the live vendors it can see, checked at Open and every CheckEvery after,
@@ -280,7 +297,7 @@ func (g *Guard) settle(note string) {
 	g.mu.Unlock()
 	for _, err := range refusals {
 		if err != nil && err != ErrUnchecked && g.logOnce(err.Error()) {
-			g.log.Error("refusing requests while this lasts", "err", err)
+			g.log.Error("refusing requests while this lasts", ErrAttr(err))
 		}
 	}
 	if note != "" && g.logOnce(note) {
@@ -364,6 +381,11 @@ func (g *Guard) SegmentsErr() error { return g.gate(g.core.Segments) }
 // gate is a gate's refusal; while unchecked it says what the last check
 // could not find out.
 func (g *Guard) gate(f func() error) error {
+	if g.cfg.Local != nil {
+		if err := g.cfg.Local.Err(); err != nil {
+			return localErr{err}
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	err := f()

@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +54,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 	open := func(name string, logs *syncLog) *Guard {
 		g, err := Open(ctx, Config{
 			Terms: want, Kind: KindKV, Self: name,
-			Lease:   kv.LeaseConfig{TTL: time.Second, Holder: name},
+			Lease:   kv.LeaseConfig{TTL: 3 * time.Second, Holder: name},
 			MaxSkew: time.Second, JS: kv.Plain(js), Contracts: contracts, Store: store,
 			Conn: natstest.Conn(t, s), Prefix: "leaf", Replies: vending.NewReplies(nil, nil),
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
@@ -77,7 +80,8 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		t.Fatalf("b's answer: %+v, %v", replies, err)
 	}
 	// b stops answering (its guard closed) but keeps renewing its lease:
-	// alive and unseen. Within a TTL and a check or two a says so.
+	// alive and unseen (renewed ten times a TTL, so that a loaded machine does
+	// not let it lapse). Within a TTL and a check or two a says so.
 	b.Close(ctx)
 	stop := make(chan struct{})
 	renewed := make(chan struct{})
@@ -93,7 +97,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-renewed }()
-	deadline := time.Now().Add(3*CheckEvery + 5*time.Second)
+	deadline := time.Now().Add(5*CheckEvery + 5*time.Second)
 	for a.Status().Blind == "" {
 		if time.Now().After(deadline) {
 			t.Fatalf("a never said it cannot see b:\n%s", logsA.String())
@@ -107,3 +111,57 @@ func TestGuardSeesItsPeers(t *testing.T) {
 		t.Fatalf("not logged:\n%s", logsA.String())
 	}
 }
+
+// goneStore is a vendor's embedded store as its watch tells it.
+type goneStore struct{ err atomic.Pointer[error] }
+
+var _ Local = (*goneStore)(nil)
+
+func (g *goneStore) Err() error {
+	if p := g.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// A vendor whose embedded store is gone shuts both gates with what the
+// store said, as a 503; /readyz reads them from Status.
+func TestGuardLocalStoreGone(t *testing.T) {
+	s := natstest.Server(t)
+	js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	contracts, err := kv.OpenContracts(ctx, kv.Plain(js), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := kvstore.New(ctx, kv.Plain(js), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &goneStore{}
+	g, err := Open(ctx, Config{
+		Terms: want, Kind: KindKV, Self: "a/1",
+		Lease:   kv.LeaseConfig{TTL: time.Second, Holder: "a/1"},
+		MaxSkew: time.Second, JS: kv.Plain(js), Contracts: contracts, Store: store,
+		Conn: natstest.Conn(t, s), Prefix: "leaf", Replies: vending.NewReplies(nil, nil), Local: local,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(ctx) })
+	if g.SegmentsErr() != nil || g.SnowflakeErr() != nil {
+		t.Fatalf("gates with the store there: %v, %v", g.SegmentsErr(), g.SnowflakeErr())
+	}
+	gone := fmt.Errorf("%w: the store directory leaf-data: no such file or directory", errStoreGone)
+	local.err.Store(&gone)
+	for _, err := range []error{g.SegmentsErr(), g.SnowflakeErr()} {
+		if !errors.Is(err, errStoreGone) || vending.Code(err) != vending.CodeUnavailable || !strings.Contains(err.Error(), "leaf-data") {
+			t.Fatalf("gate with the store gone: %v (code %d), want a 503 naming it", err, vending.Code(err))
+		}
+	}
+	if st := g.Status(); !strings.Contains(st.SegmentsRefused, "leaf-data") || !strings.Contains(st.SnowflakeRefused, "leaf-data") {
+		t.Fatalf("status %+v, want both refused naming the store", st)
+	}
+}
+
+var errStoreGone = errors.New("embedded NATS store gone")

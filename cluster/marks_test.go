@@ -17,6 +17,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/scatter"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/vending"
@@ -124,7 +125,7 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 	if ok, err := a.Lower(ctx, "order", 1000, 400); !ok || err != nil {
 		t.Fatalf("Lower(1000 -> 400): %v, %v", ok, err)
 	}
-	eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.own["order"] == 400 })
+	testtool.Eventually(t, 5*time.Second, "b's own mark lowered", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.own["order"] == 400 })
 	if got, _ := c.Mark(ctx, "order"); got < 2000 {
 		t.Fatalf("c lowered its own higher mark to %d", got)
 	}
@@ -142,16 +143,6 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 	}
 	if got, _ := marks.Mark(ctx, "order"); got != 10 {
 		t.Fatalf("kv mark %d after Lower, want 10", got)
-	}
-}
-
-// eventually waits up to 5 s for cond.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
 	}
 }
 
@@ -236,7 +227,7 @@ func TestPeerMarksSurvey(t *testing.T) {
 	hold("b/2", 2)
 	a, b := open("a/1"), open("b/2")
 	note(b, "ledger", 700)
-	eventually(t, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.sure })
+	testtool.Eventually(t, 5*time.Second, "a sure of the store", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.sure })
 	hold("c/3", 3) // holds a worker ID and never answers: killed
 	if got, err := a.Mark(ctx, "ledger"); err != nil || got != 700 {
 		t.Fatalf("sure, with c/3 silent: %d, %v; want b's 700", got, err)
@@ -244,5 +235,5 @@ func TestPeerMarksSurvey(t *testing.T) {
 	// d starts after c/3 fell silent: the sure vendors a and b say c/3
 	// stopped answering them, so d need not wait for it.
 	d := open("d/4")
-	eventually(t, func() bool { got, err := d.Mark(ctx, "ledger"); return err == nil && got == 700 })
+	testtool.Eventually(t, 5*time.Second, "d allocating without c/3", func() bool { got, err := d.Mark(ctx, "ledger"); return err == nil && got == 700 })
 }

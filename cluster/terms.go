@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -53,30 +55,70 @@ type MismatchError struct {
 	Rerecorded bool
 }
 
+// mismatchFix is what a person does about a *MismatchError as a whole.
+const mismatchFix = "vendor cluster show prints the contract; vendor cluster -h lists how to change it"
+
 func (e *MismatchError) Error() string {
-	const fix = "\n(vendor cluster show prints the contract; vendor cluster -h lists how to change it)"
+	return e.headline() + ":" + e.Terms() + "\n(" + mismatchFix + ")"
+}
+
+// headline says what disagrees with what, in one sentence.
+func (e *MismatchError) headline() string {
 	if e.Rerecorded {
-		return fmt.Sprintf("the cluster contract in KV bucket %s was lost and recorded again by %s at %s, with settings that differ from the ones this vendor vended by; one of the two vendors is misconfigured, and this one stops so that IDs cannot repeat:%s"+fix,
-			kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
+		return fmt.Sprintf("the cluster contract in KV bucket %s was lost and recorded again by %s at %s, with settings that differ from the ones this vendor vended by; "+
+			"one of the two vendors is misconfigured, and this one stops so that IDs cannot repeat",
+			kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339))
 	}
-	return fmt.Sprintf("this vendor's settings differ from the cluster contract in KV bucket %s (recorded by %s at %s); vendors sharing a NATS cluster must agree on it, or IDs repeat:%s"+fix,
-		kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339), e.Terms())
+	return fmt.Sprintf("this vendor's settings differ from the cluster contract in KV bucket %s (recorded by %s at %s); vendors sharing a NATS cluster must agree on it, or IDs repeat",
+		kv.NamesOf(e.Recorded.Region).Cluster, e.Recorded.By, e.Recorded.At.Format(time.RFC3339))
 }
 
 // Terms lists each differing term, both values and the fix, a line each.
 func (e *MismatchError) Terms() string {
 	var b strings.Builder
-	layout := slices.ContainsFunc(e.Diffs, func(d kv.Difference) bool { return d.Term == "layout" })
 	for _, d := range e.Diffs {
-		fix := fixOf(d, kv.NamesOf(e.Recorded.Region))
-		if layout && d.Term == "worker IDs" {
-			// The cluster's worker IDs cannot be changed to ones of
-			// another layout: this vendor follows the cluster's.
-			fix = "set LEAF_WORKER_ID_RANGE=" + d.Recorded + " (or unset it with the cluster's layout)"
-		}
-		fmt.Fprintf(&b, "\n  %s: the cluster's is %s, this vendor's %s; %s", d.Term, d.Recorded, d.Wanted, fix)
+		fmt.Fprintf(&b, "\n  %s: %s", d.Term, e.termText(d))
 	}
 	return b.String()
+}
+
+// termText is one differing term's values and fix.
+func (e *MismatchError) termText(d kv.Difference) string {
+	fix := fixOf(d, kv.NamesOf(e.Recorded.Region))
+	if d.Term == "worker IDs" && slices.ContainsFunc(e.Diffs, func(d kv.Difference) bool { return d.Term == "layout" }) {
+		// The cluster's worker IDs cannot be changed to ones of another
+		// layout: this vendor follows the cluster's.
+		fix = "set LEAF_WORKER_ID_RANGE=" + d.Recorded + " (or unset it with the cluster's layout)"
+	}
+	return fmt.Sprintf("the cluster's is %s, this vendor's %s; %s", d.Recorded, d.Wanted, fix)
+}
+
+// LogValue is the error as log fields, so that a log line reads as one
+// line: the headline, a field per differing term (epoch, worker_ids, ...) and the
+// hint. Error() is lines, for a terminal.
+func (e *MismatchError) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("problem", e.headline())}
+	for _, d := range e.Diffs {
+		attrs = append(attrs, slog.String(strings.ReplaceAll(strings.ToLower(d.Term), " ", "_"), e.termText(d)))
+	}
+	return slog.GroupValue(append(attrs, slog.String("hint", mismatchFix))...)
+}
+
+var _ slog.LogValuer = (*MismatchError)(nil)
+
+// ErrAttr is err as the log field "err": one with a *MismatchError in it
+// becomes that error's fields (LogValue) and, under "while", what it was
+// wrapped in, so that no log line carries the error's line breaks.
+func ErrAttr(err error) slog.Attr {
+	var m *MismatchError
+	if !errors.As(err, &m) {
+		return slog.Any("err", err)
+	}
+	attrs := m.LogValue().Group()
+	if while := strings.TrimSuffix(strings.TrimSuffix(err.Error(), m.Error()), ": "); while != "" {
+		attrs = append(attrs, slog.String("while", while))
+	}
+	return slog.Attr{Key: "err", Value: slog.GroupValue(attrs...)}
 }
 
 // fixOf says what to set for a term.

@@ -494,7 +494,7 @@ func TestDockerignoreKeepsTheBuild(t *testing.T) {
 			t.Errorf(".dockerignore pattern %q leaves %s out of the build", pat, rel)
 		}
 	}
-	for _, rel := range []string{".git", "vendor", "leaf-data"} {
+	for _, rel := range []string{".git", "vendor", "leaf-data", "leaf-data.record"} {
 		if ignored(rel) == "" {
 			t.Errorf(".dockerignore does not leave out %s", rel)
 		}

@@ -30,7 +30,7 @@ func markdownFiles(t *testing.T) []string {
 			return err
 		}
 		name := d.Name()
-		if d.IsDir() && p != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "leaf-data" || name == "testdata") {
+		if d.IsDir() && p != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "leaf-data" || name == "leaf-data.record" || name == "testdata") {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && strings.HasSuffix(name, ".md") {
@@ -382,5 +382,27 @@ func TestDocsDecodeExamples(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no page shows a reply of leaf.snowflake.decode")
+	}
+}
+
+// TestMigratingShowsNoScratchPaths: docs/migrating-from-leaf.md shows its
+// commands with the settings of its step 1 (LEAF_HTTP_ADDR=10.0.0.5:8080,
+// LEAF_NATS_URL=nats://nats:4222), never a walk-through's scratch
+// directory or port (it once showed /tmp/w13walk and 127.0.0.1:18080).
+func TestMigratingShowsNoScratchPaths(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "docs", "migrating-from-leaf.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := regexp.MustCompile(`(?:https?|nats)://[^/\s"'` + "`" + `]+`)
+	for n, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "/tmp/") || strings.Contains(line, "/home/") {
+			t.Errorf("docs/migrating-from-leaf.md:%d shows a scratch path: %s", n+1, line)
+		}
+		for _, a := range addr.FindAllString(line, -1) {
+			if a != "http://10.0.0.5:8080" && a != "nats://nats:4222" && !strings.HasPrefix(a, "https://github.com") {
+				t.Errorf("docs/migrating-from-leaf.md:%d shows %s, not an address of its step 1: %s", n+1, a, line)
+			}
+		}
 	}
 }

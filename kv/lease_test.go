@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/workerid"
@@ -68,17 +69,6 @@ func leasedGen(t *testing.T, l *Lease, clock snowflake.Clock) *snowflake.Generat
 	}
 	g.Window(l.Deadline())
 	return g
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestConcurrentClaimsNeverShare(t *testing.T) {
@@ -277,7 +267,7 @@ func TestExpiredLeaseIsReusedWithoutOverlap(t *testing.T) {
 	cfg.Clock, cfg.MaxWait = behind, 10*time.Second
 	jsb := newJS(t, s)
 	var b *Lease
-	waitFor(t, "the old lease to expire", func() bool {
+	testtool.Eventually(t, 30*time.Second, "the old lease to expire", func() bool {
 		var err error
 		b, err = Claim(context.Background(), jsb, cfg)
 		if err != nil && !errors.Is(err, ErrNoFreeWorkerID) {

@@ -665,6 +665,9 @@ type TagStatus struct {
 	// of the highest segment allocated here (0: none yet).
 	Exhausted bool
 	High      int64
+	// Allocated is how many IDs the store allocated for the tag here
+	// (segments and batches, served or not): how busy it is.
+	Allocated int64
 }
 
 // buffers returns the buffers of the tags asked for, ordered by tag.

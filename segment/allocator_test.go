@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -401,7 +402,7 @@ func TestCloseWaitsForLoads(t *testing.T) {
 		_, err := a.Take(context.Background(), "order", nil, 1)
 		done <- err
 	}()
-	waitFor(t, "the load to reach the store", func() bool { return store.running() == 1 })
+	testtool.Eventually(t, 10*time.Second, "the load to reach the store", func() bool { return store.running() == 1 })
 	if err := a.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -427,7 +428,7 @@ func TestRefreshFollowsStore(t *testing.T) {
 	})
 	// Known tags get a buffer once asked for: c is known but not listed
 	// in the snapshot until then.
-	waitFor(t, "the refresh to drop b and add c", func() bool {
+	testtool.Eventually(t, 10*time.Second, "the refresh to drop b and add c", func() bool {
 		var tags []string
 		for _, s := range a.Snapshot() {
 			tags = append(tags, s.Tag)
@@ -447,7 +448,7 @@ func TestDeletedTagIsDropped(t *testing.T) {
 	nextReady(t, a, "order") // [11, 31)
 	store.set(func(f *fakeStore) { delete(f.rows, "order") })
 	take(t, a, "order", 11) // 10% into the next segment: a preload, which finds no row
-	waitFor(t, "the deleted tag to leave the cache", func() bool {
+	testtool.Eventually(t, 10*time.Second, "the deleted tag to leave the cache", func() bool {
 		for _, s := range a.Snapshot() {
 			if s.Tag == "order" {
 				return false
@@ -478,6 +479,7 @@ func TestSnapshot(t *testing.T) {
 		MinStep:   100,
 		Loads:     2,
 		High:      301,
+		Allocated: 300,
 	}
 	s.LastLoad, s.LastLoadTook = time.Time{}, 0
 	if s != want {

@@ -48,6 +48,9 @@ type buffer struct {
 	// high is the end of the highest segment allocated for the tag here:
 	// no allocation may start below it.
 	high int64
+	// allocated is how many IDs the store allocated for the tag here, in
+	// all: how busy the tag is (Allocator.Snapshot ranks metrics by it).
+	allocated int64
 
 	// limiter is the tag's budget of IDs under Options.RateLimit, made
 	// on the first take.
@@ -204,5 +207,6 @@ func (b *buffer) status() TagStatus {
 		Strict:       b.strict.Load(),
 		Exhausted:    b.exhausted,
 		High:         b.high,
+		Allocated:    b.allocated,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/segment"
 )
 
@@ -162,26 +163,8 @@ func (f *fakeStore) running() int {
 	return f.inflight
 }
 
-// fakeClock is a clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock() *testtool.Clock {
+	return testtool.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // open starts an allocator on store with a fake clock unless opt has one,
@@ -228,22 +211,10 @@ func status(t testing.TB, a *segment.Allocator, tag string) segment.TagStatus {
 	return segment.TagStatus{}
 }
 
-// waitFor polls cond until it holds, failing the test after 10 seconds.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // nextReady waits until tag's next segment is loaded.
 func nextReady(t testing.TB, a *segment.Allocator, tag string) {
 	t.Helper()
-	waitFor(t, "the next segment of "+tag, func() bool { return status(t, a, tag).NextReady })
+	testtool.Eventually(t, 10*time.Second, "the next segment of "+tag, func() bool { return status(t, a, tag).NextReady })
 }
 
 // consecutive reports whether ids are from, from+1, ...

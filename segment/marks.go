@@ -97,6 +97,7 @@ func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segm
 	}
 	b.mu.Lock()
 	b.high = max(b.high, seg.End)
+	b.allocated += seg.End - seg.Start
 	b.mu.Unlock()
 	return row, seg, nil
 }

@@ -9,31 +9,12 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/testtool"
 )
 
-// fakeClock is a clock tests move by hand; Sleep advances it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+var _ Clock = (*testtool.Clock)(nil)
 
-var _ Clock = (*fakeClock)(nil)
-
-func newFakeClock(ms int64) *fakeClock { return &fakeClock{t: time.UnixMilli(ms)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Sleep(d time.Duration) { c.Add(d) }
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock(ms int64) *testtool.Clock { return testtool.NewClock(time.UnixMilli(ms)) }
 
 const testNow = int64(1_700_000_000_000)
 

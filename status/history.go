@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -64,7 +63,7 @@ func (k seriesKey) name() string {
 	case k.other:
 		return OtherSeries
 	case k.tag == OtherTags:
-		return k.mode + " (tags past the first " + strconv.Itoa(MetricTags) + ")"
+		return k.mode + " (tags without series of their own)"
 	case k.tag != "":
 		return k.mode + " " + k.tag
 	case k.mode == vending.ModeSegment:

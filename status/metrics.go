@@ -27,16 +27,20 @@ type Metrics struct {
 	mu       sync.RWMutex
 	children map[obsKey]obsChildren
 	labelled map[string]bool // the tags with series of their own
+	firsts   int             // of them, labelled when first asked for
+	promoted int             // of them, labelled by Promote
 }
 
-// MetricTags is how many segment tags get series of their own, per metric:
-// the first that are asked for. The others are added up under the tag
-// OtherTags, so that a vendor serving 100,000 tags keeps a scrape of some
-// thousand series; `vendor tags list`, the status page and micro stats
-// name them all.
+// MetricTags is how many segment tags get series of their own, per metric.
+// Of the request counts (leaf_requests_total, leaf_ids_total): the first
+// asked for, and as many more again of those that matter (Promote). Of the
+// state (leaf_segment_*): the tags that matter at each scrape (mattering).
+// The others are added up under the tag OtherTags, so that a vendor serving
+// 100,000 tags keeps a scrape of some thousand series; `vendor tags list`,
+// the status page and micro stats name them all.
 const MetricTags = 1000
 
-// OtherTags is the tag label of the tags past MetricTags.
+// OtherTags is the tag label of the tags without series of their own.
 const OtherTags = "_other"
 
 // label is the tag label of tag's series, adding tag to the labelled ones
@@ -45,11 +49,34 @@ func (m *Metrics) label(tag string) string {
 	switch {
 	case tag == "" || m.labelled[tag]:
 		return tag
-	case len(m.labelled) < MetricTags:
+	case m.firsts < MetricTags:
 		m.labelled[tag] = true
+		m.firsts++
 		return tag
 	}
 	return OtherTags
+}
+
+// Promote gives the tags that matter (mattering) request series of their
+// own from their next request on, up to MetricTags of them beyond the
+// first asked for: a tag about to run out, asked for after the first
+// thousand, still has the rate that its runway is divided by. A label once
+// given stays, so that every series is a counter that only goes up.
+func (m *Metrics) Promote(tags []string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, tag := range tags {
+		if m.promoted >= MetricTags {
+			return
+		}
+		if tag != "" && !m.labelled[tag] {
+			m.labelled[tag] = true
+			m.promoted++
+		}
+	}
 }
 
 // Labelled says whether tag has series of its own (else its counts are
@@ -113,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) Observe(mode, tag string, code, ids int, took time.Duration) {
 	m.mu.RLock()
 	c, ok := m.children[obsKey{mode, tag, code}]
-	if !ok && tag != "" && !m.labelled[tag] && len(m.labelled) >= MetricTags {
+	if !ok && tag != "" && !m.labelled[tag] && m.firsts >= MetricTags {
 		// Past the labelled tags: counted under OtherTags.
 		tag = OtherTags
 		c, ok = m.children[obsKey{mode, tag, code}]
@@ -217,8 +244,10 @@ var (
 	descSegLoads    = prometheus.NewDesc("leaf_segment_loads_total", "Segments loaded from the store.", []string{"tag"}, nil)
 	descSegFailures = prometheus.NewDesc("leaf_segment_load_failures_total", "Segment loads that failed.", []string{"tag"}, nil)
 	descSegLoadDur  = prometheus.NewDesc("leaf_segment_last_load_seconds", "Duration of the last segment load.", []string{"tag"}, nil)
-	descSegRunway   = prometheus.NewDesc("leaf_segment_runway_ids", "IDs left in the tag's space above the highest segment this vendor allocated, before max_id reaches the largest int64 (the tag "+OtherTags+": the least of the tags past the first "+strconv.Itoa(MetricTags)+"); divided by leaf:tag_ids:rate1d, the time left (leaf:segment_runway_seconds).", []string{"tag"}, nil)
-	descSegTags     = prometheus.NewDesc("leaf_segment_tags", "Segment tags this vendor serves (those past the first "+strconv.Itoa(MetricTags)+" are added up under the tag "+OtherTags+").", nil, nil)
+	descSegRunway   = prometheus.NewDesc("leaf_segment_runway_ids", "IDs left in the tag's space above the highest segment this vendor allocated, before max_id reaches the largest int64 "+
+		"(the tag "+OtherTags+": the least of the tags without series of their own); divided by leaf:tag_ids:rate1d, the time left (leaf:segment_runway_seconds).", []string{"tag"}, nil)
+	descSegTags = prometheus.NewDesc("leaf_segment_tags", "Segment tags this vendor serves. The "+strconv.Itoa(MetricTags)+" that matter have leaf_segment_* series of their own at each scrape "+
+		"(half the least runway, then the most IDs allocated); the others add up under the tag "+OtherTags+".", nil, nil)
 	descStoreUp     = prometheus.NewDesc("leaf_store_up", "1 while the segment store answers.", []string{"store"}, nil)
 	descClockSteps  = prometheus.NewDesc("leaf_clock_backward_steps_total", "Requests that found the clock behind the last ID's time.", nil, nil)
 	descClockRefuse = prometheus.NewDesc("leaf_clock_backward_refused_total", "Requests refused (503) because the clock was too far behind.", nil, nil)
@@ -250,7 +279,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	s := c.v.Snapshot(false)
-	for _, t := range perTag(s.Segments.Tags, c.v.src.Requests.Labelled) {
+	own := mattering(s.Segments.Tags, MetricTags)
+	c.v.src.Requests.Promote(own)
+	for _, t := range perTag(s.Segments.Tags, own) {
 		gauge(descSegLeft, float64(t.Current.End-t.Current.Value), t.Tag)
 		gauge(descSegNext, b2f(t.NextReady), t.Tag)
 		gauge(descSegStep, float64(t.Step), t.Tag)
@@ -281,16 +312,58 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRewinds, float64(s.Segments.Rewinds))
 }
 
-// perTag returns the tags with series of their own and, when there are
-// others, one more named OtherTags that stands for them: IDs left, loads
-// and failures summed; next ready only when all are, the least step, the
-// longest load, the least runway.
-func perTag(tags []tagStatus, labelled func(string) bool) []tagStatus {
+// mattering returns the tags that get series of their own, at most n of
+// them: the n/2 closest to running out (the least runway), then the
+// busiest (the most IDs allocated), ordered by tag. They are chosen again at
+// each scrape, so that a tag that comes to matter is seen at once, whenever
+// it was first asked for.
+func mattering(tags []tagStatus, n int) []string {
+	if len(tags) <= n {
+		out := make([]string, len(tags))
+		for i, t := range tags {
+			out[i] = t.Tag
+		}
+		slices.Sort(out) // perTag searches it
+		return out
+	}
+	ranked := slices.Clone(tags)
+	slices.SortFunc(ranked, func(a, b tagStatus) int {
+		// A tag with no segment allocated yet (runway -1) has all its IDs left.
+		ra, rb := uint64(a.Runway), uint64(b.Runway)
+		return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.Tag, b.Tag))
+	})
+	chosen := make(map[string]bool, n)
+	for _, t := range ranked[:n/2] {
+		chosen[t.Tag] = true
+	}
+	slices.SortFunc(ranked, func(a, b tagStatus) int {
+		return cmp.Or(cmp.Compare(b.Allocated, a.Allocated), cmp.Compare(a.Tag, b.Tag))
+	})
+	for _, t := range ranked {
+		if len(chosen) == n {
+			break
+		}
+		chosen[t.Tag] = true
+	}
+	out := make([]string, 0, n)
+	for tag := range chosen {
+		out = append(out, tag)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// perTag returns the tags named in own (sorted) and, when there are others,
+// one more named OtherTags that stands for them: IDs left, loads and
+// failures summed; next ready only when all are, the least step, the
+// longest load, the least runway. OtherTags' counters can go down, when a
+// tag comes to matter and leaves it.
+func perTag(tags []tagStatus, own []string) []tagStatus {
 	var out []tagStatus
 	other := tagStatus{Tag: OtherTags, NextReady: true, Runway: -1}
 	others := 0
 	for _, t := range tags {
-		if labelled(t.Tag) {
+		if _, found := slices.BinarySearch(own, t.Tag); found {
 			out = append(out, t)
 			continue
 		}
@@ -303,6 +376,7 @@ func perTag(tags []tagStatus, labelled func(string) bool) []tagStatus {
 		other.Step, other.LastLoadTook = min(other.Step, t.Step), max(other.LastLoadTook, t.LastLoadTook)
 		other.Loads += t.Loads
 		other.LoadFailures += t.LoadFailures
+		other.Allocated += t.Allocated
 		if t.Runway >= 0 && (other.Runway < 0 || t.Runway < other.Runway) {
 			other.Runway = t.Runway
 		}

@@ -226,6 +226,9 @@ type tagStatus struct {
 	// (-1: none allocated yet); Exhausted that none are.
 	Runway    int64 `json:"runway_ids"`
 	Exhausted bool  `json:"exhausted,omitempty"`
+	// Allocated is how many IDs the store allocated for the tag here: how
+	// busy it is.
+	Allocated int64 `json:"allocated_ids"`
 	// Strict: one vendor at a time, its leader, serves the tag; Leader
 	// says which, on the status page (addLeaders).
 	Strict bool   `json:"strict"`
@@ -268,6 +271,10 @@ func (v *State) readiness() Status {
 	s.setReady(ks, buffered)
 	return s
 }
+
+// NotReady says why each mode cannot be served now, "" for one that can:
+// what /readyz says.
+func (v *State) NotReady() ModeReadiness { return v.readiness().Modes }
 
 // Modes returns which modes the vendor can serve now (vending.Readiness):
 // a vendor of a region that cannot serve one leaves its queue group.
@@ -318,7 +325,7 @@ func (v *State) tags() (out []tagStatus, buffered bool) {
 			Tag: t.Tag, Current: toRange(t.Current), NextReady: t.NextReady, Loading: t.Loading,
 			Step: t.Step, MinStep: t.MinStep, Loads: t.Loads, LoadFailures: t.LoadFailures,
 			LastLoad: t.LastLoad.UTC(), LastLoadTook: t.LastLoadTook,
-			Runway: -1, Exhausted: t.Exhausted, Strict: t.Strict,
+			Runway: -1, Exhausted: t.Exhausted, Allocated: t.Allocated, Strict: t.Strict,
 		}
 		if t.High > 0 {
 			ts.Runway = math.MaxInt64 - t.High
@@ -346,9 +353,13 @@ type ModeReadiness struct {
 // modes, with why not for each that it cannot.
 func (s *Status) setReady(ks workerid.Status, buffered bool) {
 	s.Modes = ModeReadiness{Snowflake: snowflakeNotReady(*s, ks), Segments: segmentsNotReady(*s, buffered)}
+	c := s.Contract
 	switch m := s.Modes; {
 	case m.Snowflake != "" && m.Snowflake == m.Segments:
 		s.NotReady = m.Snowflake
+	case c.Refused != "" && m.Segments == segmentsRefused+c.Refused && m.Snowflake == snowflakeRefused+c.Refused:
+		// One cause shuts both gates (an embedded store gone): say it once.
+		s.NotReady = "both modes refused: " + c.Refused
 	case m.Snowflake != "" && m.Segments != "":
 		s.NotReady = m.Snowflake + "; " + m.Segments
 	default:
@@ -363,7 +374,7 @@ func segmentsNotReady(s Status, buffered bool) string {
 	case !s.NATS:
 		return "NATS connection down"
 	case s.Contract.Refused != "":
-		return "segments refused: " + s.Contract.Refused
+		return segmentsRefused + s.Contract.Refused
 	case !s.Segments.StoreUp && !buffered:
 		return "segment store unreachable and no buffered segments"
 	}
@@ -387,10 +398,16 @@ func snowflakeNotReady(s Status, ks workerid.Status) string {
 		}
 		return why
 	case s.Contract.SnowflakeRefused != "":
-		return "snowflake refused: " + s.Contract.SnowflakeRefused
+		return snowflakeRefused + s.Contract.SnowflakeRefused
 	}
 	return ""
 }
+
+// What a mode's readiness says before the gate's refusal.
+const (
+	segmentsRefused  = "segments refused: "
+	snowflakeRefused = "snowflake refused: "
+)
 
 func (v *State) storeRows() ([]rowStatus, string) {
 	v.rowsMu.Lock()

@@ -47,12 +47,17 @@ func TestReadinessPerMode(t *testing.T) {
 		{"claiming", Status{Now: now, NATS: true, Segments: segmentStatus{StoreUp: true}}, workerid.Status{}, false, true},
 		{"store down", Status{Now: now, NATS: true, Worker: WorkerStatus{Held: true}}, held, true, false},
 		{"NATS down", Status{Now: now, Worker: WorkerStatus{Held: true}, Segments: segmentStatus{StoreUp: true}}, held, false, false},
+		{"both refused", Status{Now: now, NATS: true, Worker: WorkerStatus{Held: true}, Segments: segmentStatus{StoreUp: true},
+			Contract: ContractState{Refused: "store gone", SnowflakeRefused: "store gone"}}, held, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.s
 			s.setReady(tc.ks, false)
 			if (s.Modes.Snowflake == "") != tc.snowflake || (s.Modes.Segments == "") != tc.segment || s.Ready != (tc.snowflake && tc.segment) {
 				t.Fatalf("modes %+v, ready %v (%q)", s.Modes, s.Ready, s.NotReady)
+			}
+			if strings.Count(s.NotReady, "store gone") > 1 {
+				t.Fatalf("one cause said twice: %q", s.NotReady)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaf-nats/leaf/ids"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/strict"
@@ -317,10 +318,10 @@ func TestLeadingAgainStartsAboveTheOtherLeader(t *testing.T) {
 	a, b := c.vendors[0], c.vendors[1]
 	_, lastA := mustTake(t, a, 1) // a leads, with most of a segment buffered
 	a.failing.Store(true)
-	waitFor(t, "a to step down", func() bool { return len(a.ls.Status()) == 0 })
+	testtool.Eventually(t, 10*time.Second, "a to step down", func() bool { return len(a.ls.Status()) == 0 })
 	a.failing.Store(false)
 	var lastB int64
-	waitFor(t, "b to lead", func() bool {
+	testtool.Eventually(t, 10*time.Second, "b to lead", func() bool {
 		rs, err := b.take(t.Context(), 5)
 		if err == nil {
 			lastB = rs[len(rs)-1].Last()
@@ -333,17 +334,6 @@ func TestLeadingAgainStartsAboveTheOtherLeader(t *testing.T) {
 	b.ls.Close(context.Background()) // releases the lease: a leads again at once
 	if first, _ := mustTake(t, a, 1); first <= lastB {
 		t.Fatalf("a leading again starts at %d, not above b's %d: it served its old buffer", first, lastB)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -32,11 +32,11 @@ var AllIDs = Range{0, snowflake.MaxWorkerID}
 // AllOf is every worker ID of layout l.
 func AllOf(l snowflake.Layout) Range { return Range{0, l.MaxWorkerID()} }
 
-// CheckIn returns an error unless r is a non-empty range within layout l's
-// worker IDs.
+// CheckIn returns an error, naming the rule broken, unless r is a
+// non-empty range within layout l's worker IDs.
 func (r Range) CheckIn(l snowflake.Layout) error {
-	if r.First < 0 || r.Last > l.MaxWorkerID() || r.First > r.Last {
-		return fmt.Errorf("worker ID range %s is not within %s, the worker IDs of layout %s", r, AllOf(l), l.Name())
+	if err := r.within(AllOf(l), "layout "+l.Name()); err != nil {
+		return fmt.Errorf("worker ID range %s: %w", r, err)
 	}
 	return nil
 }
@@ -52,22 +52,41 @@ func (r Range) Contains(id int) bool { return r.First <= id && id <= r.Last }
 
 func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
 
-// ParseRange reads "first-last", such as 0-511, a range within AllIDs.
+// ParseRange reads "first-last", such as 0-511, a range within AllIDs. Its
+// error names the rule s breaks.
 func ParseRange(s string) (Range, error) {
 	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
 	first, ferr := strconv.Atoi(strings.TrimSpace(a))
 	last, lerr := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || ferr != nil || lerr != nil {
+		return Range{First: 0, Last: -1}, fmt.Errorf("%q: want first-last, two worker IDs of %s joined by '-', such as 0-511", s, AllIDs)
+	}
 	r := Range{First: first, Last: last}
-	if !ok || ferr != nil || lerr != nil || r.Check() != nil {
-		return Range{First: 0, Last: -1}, fmt.Errorf("%q: want first-last within %s, such as 0-511", s, AllIDs)
+	if err := r.within(AllIDs, "the default layout"); err != nil {
+		return Range{First: 0, Last: -1}, fmt.Errorf("%q: %w", s, err)
 	}
 	return r, nil
 }
 
-// Check returns an error unless r is a non-empty range within AllIDs.
+// Check returns an error, naming the rule broken, unless r is a non-empty
+// range within AllIDs.
 func (r Range) Check() error {
-	if r.First < 0 || r.Last > snowflake.MaxWorkerID || r.First > r.Last {
-		return fmt.Errorf("worker ID range %s is not within %s", r, AllIDs)
+	if err := r.within(AllIDs, "the default layout"); err != nil {
+		return fmt.Errorf("worker ID range %s: %w", r, err)
+	}
+	return nil
+}
+
+// within says which rule r breaks as a range of all, the worker IDs of
+// what (a layout), or nil.
+func (r Range) within(all Range, what string) error {
+	switch {
+	case r.First > r.Last:
+		return fmt.Errorf("the first worker ID, %d, is above the last, %d: put the lower one first (%d-%d)", r.First, r.Last, r.Last, r.First)
+	case r.First < all.First:
+		return fmt.Errorf("worker ID %d is below %d, the lowest of %s", r.First, all.First, what)
+	case r.Last > all.Last:
+		return fmt.Errorf("worker ID %d is above %d, the highest of %s (%s)", r.Last, all.Last, what, all)
 	}
 	return nil
 }

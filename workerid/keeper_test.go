@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/lease"
 	"github.com/leaf-nats/leaf/snowflake"
 )
@@ -18,25 +19,7 @@ import (
 // testNow is a fixed "now" for the fake clock, well after the epoch.
 const testNow int64 = 1_700_000_000_000
 
-// fakeClock is a clock that only moves when told to (or when slept on).
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock(ms int64) *fakeClock { return &fakeClock{t: time.UnixMilli(ms)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Sleep(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newFakeClock(ms int64) *testtool.Clock { return testtool.NewClock(time.UnixMilli(ms)) }
 
 // fakeHolder holds worker ID id for an hold (renewing moves the deadline
 // hold ahead of the real clock), counts renewals and can be told to fail.
@@ -138,17 +121,6 @@ func claimed(t *testing.T, k *Keeper) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func workerOf(id int64) int { return int(id >> snowflake.SequenceBits & snowflake.MaxWorkerID) }
 
 func TestKeeperRenewsAndReleasesOnClose(t *testing.T) {
@@ -158,7 +130,7 @@ func TestKeeperRenewsAndReleasesOnClose(t *testing.T) {
 	c := &claims{holders: []Holder{h}}
 	k := open(t, Config{Claim: c.claim})
 	claimed(t, k)
-	waitFor(t, "three renewals", func() bool { n, _ := h.state(); return n >= 3 })
+	testtool.Eventually(t, 10*time.Second, "three renewals", func() bool { n, _ := h.state(); return n >= 3 })
 	ids, err := k.NextN(nil, 5)
 	if err != nil || len(ids) != 5 || workerOf(ids[0]) != 3 {
 		t.Fatalf("NextN = %v, %v; want 5 IDs of worker 3", ids, err)
@@ -184,13 +156,13 @@ func TestKeeperStopsVendingAtTheDeadlineWhenRenewalsFail(t *testing.T) {
 	k := open(t, Config{Claim: c.claim})
 	claimed(t, k)
 	h.fail(errors.New("kv: no response from stream"))
-	waitFor(t, "vending to stop at the deadline", func() bool {
+	testtool.Eventually(t, 10*time.Second, "vending to stop at the deadline", func() bool {
 		_, err := k.NextN(nil, 1)
 		return errors.Is(err, snowflake.ErrNoLease)
 	})
-	waitFor(t, "a renewal failure counted", func() bool { return k.Status().RenewalFailures > 0 })
+	testtool.Eventually(t, 10*time.Second, "a renewal failure counted", func() bool { return k.Status().RenewalFailures > 0 })
 	h.fail(nil)
-	waitFor(t, "vending to resume after a renewal", func() bool {
+	testtool.Eventually(t, 10*time.Second, "vending to resume after a renewal", func() bool {
 		_, err := k.NextN(nil, 1)
 		return err == nil
 	})
@@ -207,7 +179,7 @@ func TestKeeperClaimsAgainAfterALostLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.fail(lease.ErrLost)
-	waitFor(t, "IDs from the second worker ID", func() bool {
+	testtool.Eventually(t, 10*time.Second, "IDs from the second worker ID", func() bool {
 		ids, err := k.NextN(nil, 1)
 		return err == nil && workerOf(ids[0]) == 2
 	})
@@ -381,12 +353,12 @@ func TestKeeperRenewsBeforeVendingAfterTheFenceMoves(t *testing.T) {
 	if _, err := k.NextN(nil, 1); !errors.Is(err, snowflake.ErrNoLease) || !strings.Contains(err.Error(), "reconnected") {
 		t.Fatalf("NextN after a reconnect: %v, want ErrNoLease saying why", err)
 	}
-	waitFor(t, "a renewal asked for at once", func() bool { n, _ := h.state(); return n > before })
+	testtool.Eventually(t, 10*time.Second, "a renewal asked for at once", func() bool { n, _ := h.state(); return n > before })
 	if _, err := k.NextN(nil, 1); !errors.Is(err, snowflake.ErrNoLease) {
 		t.Fatalf("NextN while the renewal fails: %v, want ErrNoLease", err)
 	}
 	h.fail(nil)
-	waitFor(t, "vending after a renewal", func() bool {
+	testtool.Eventually(t, 10*time.Second, "vending after a renewal", func() bool {
 		_, err := k.NextN(nil, 1)
 		return err == nil
 	})

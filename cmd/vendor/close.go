@@ -11,9 +11,9 @@ import (
 // (releasing their leases), stop the service's endpoints and drain its
 // connection (every request received is answered), release the worker ID
 // (recording its true last millisecond), close the segment store, the
-// status page's history sampler, the HTTP server, the data connection and
-// the embedded server, and unlock the store directory. It returns every
-// error on the way.
+// status page's history sampler, the HTTP server, the data connection, the
+// store watch and the embedded server, and unlock the store directory and
+// its record. It returns every error on the way.
 func (v *vendor) Close(ctx context.Context) error {
 	var errs []error
 	if v.strict != nil {
@@ -78,6 +78,16 @@ func (v *vendor) Close(ctx context.Context) error {
 	if v.dataConn != nil {
 		v.dataConn.Close()
 	}
+	return errors.Join(append(errs, v.closeEmbedded())...)
+}
+
+// closeEmbedded stops watching the embedded store, stops its server, and
+// unlocks its directory and then its record.
+func (v *vendor) closeEmbedded() error {
+	var errs []error
+	if v.watch != nil {
+		v.watch.Close()
+	}
 	if v.srv != nil {
 		v.srv.Shutdown()
 		v.srv.WaitForShutdown()
@@ -86,6 +96,11 @@ func (v *vendor) Close(ctx context.Context) error {
 	if v.lock != nil {
 		if err := v.lock.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("unlock the store directory: %w", err))
+		}
+	}
+	if v.record != nil {
+		if err := v.record.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("unlock the record of IDs handed out: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-nats/leaf/internal/natstest"
 	"github.com/leaf-nats/leaf/internal/pgtest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 	"github.com/leaf-nats/leaf/kv"
 	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/segment/pgstore"
@@ -80,7 +81,7 @@ func TestSegmentStoreMovesAndMismatches(t *testing.T) {
 	t.Setenv("LEAF_POSTGRES_URL", dsn)
 	t.Setenv("LEAF_HTTP_ADDR", "")
 	code, out := command(t)
-	if code != 1 || !strings.Contains(out, "segment store: the cluster's is jetstream-kv:") || !strings.Contains(out, "this vendor's postgres:") {
+	if code != 1 || !strings.Contains(out, `err.segment_store="the cluster's is jetstream-kv:`) || !strings.Contains(out, "this vendor's postgres:") {
 		t.Fatalf("a vendor with another segment store: exit %d:\n%s", code, out)
 	}
 	// So is a tag added there.
@@ -144,7 +145,7 @@ func TestClusterSet(t *testing.T) {
 		}
 	}
 	// The running vendor, still on 0-1023, stops; one on 0-511 serves.
-	if code := waitExit(t, stop, logs, "worker IDs: the cluster's is 0-511, this vendor's 0-1023"); code != 1 {
+	if code := waitExit(t, stop, logs, `err.worker_ids="the cluster's is 0-511, this vendor's 0-1023`); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	t.Setenv("LEAF_HTTP_ADDR", "")
@@ -244,14 +245,5 @@ func TestMoveLostRefusesAStoreThatAnswers(t *testing.T) {
 	}
 }
 
-// eventually waits up to timeout for cond, failing the test with what.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually is testtool.Eventually, under the name these tests use.
+var eventually = testtool.Eventually

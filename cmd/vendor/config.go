@@ -32,7 +32,7 @@ import (
 type Config struct {
 	NATSURL      string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server with JetStream"`
 	NATSListen   string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"embedded server's client address (host:port); it has no authentication: beyond loopback the vendor warns at start"`
-	NATSStoreDir string `envconfig:"NATS_STORE_DIR" default:"leaf-data" desc:"embedded server's JetStream storage; survives restarts"`
+	NATSStoreDir string `envconfig:"NATS_STORE_DIR" default:"leaf-data" desc:"embedded server's JetStream storage; survives restarts (how far each segment tag was handed out is also kept beside it, in <dir>.record)"`
 	NATSCreds    string `envconfig:"NATS_CREDS" desc:"credentials file (JWT + nkey seed) for LEAF_NATS_URL"`
 	NATSNKey     string `envconfig:"NATS_NKEY" desc:"nkey seed file for LEAF_NATS_URL"`
 	NATSUser     string `envconfig:"NATS_USER" desc:"user name (or put user:password in the URL)"`

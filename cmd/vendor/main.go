@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/leaf-nats/leaf/cluster"
 )
 
 func main() {
@@ -53,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Info("vendor stopped before it served: signal received")
 			return 0
 		}
-		log.Error("vendor stopped", "err", err)
+		log.Error("vendor stopped", cluster.ErrAttr(err))
 		return 1
 	}
 	log.Info("vendor stopped")

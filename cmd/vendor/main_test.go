@@ -81,6 +81,8 @@ func TestBadConfigurationIsRejected(t *testing.T) {
 		{"LEAF_SUBJECT_PREFIX", "leaf.*", "LEAF_SUBJECT_PREFIX"},
 		{"LEAF_EPOCH", "99999999999999", "LEAF_EPOCH"},
 		{"LEAF_EPOCH", "0", "LEAF_EPOCH 0: want Unix milliseconds after 1970"},
+		{"LEAF_WORKER_ID_RANGE", "5-2", `LEAF_WORKER_ID_RANGE "5-2": the first worker ID, 5, is above the last, 2`},
+		{"LEAF_WORKER_ID_RANGE", "0-2000", "worker ID 2000 is above 1023"},
 	} {
 		t.Run(tc.env+"="+tc.val, func(t *testing.T) {
 			t.Setenv(tc.env, tc.val)

@@ -192,8 +192,12 @@ func redact(s string) string { return admin.Redact(s) }
 // checkSync warns when a NATS server syncs JetStream lazily: a power cut
 // takes its store back to before writes it acknowledged (worker-ID leases,
 // segment rows, marks). Only a user of the system account sees the servers'
-// settings; others are told once what to check.
+// settings; others are told once what to check, but for a vendor on another
+// vendor's embedded server, whose settings are known.
 func (v *vendor) checkSync() {
+	if v.dataConn.ConnectedServerName() == natsserver.EmbeddedName {
+		return // another vendor's embedded server, which syncs every write
+	}
 	syncs, err := natsserver.Syncs(v.dataConn, 500*time.Millisecond)
 	if err != nil {
 		v.log.Info("cannot see whether the NATS servers sync JetStream writes before acknowledging them (their settings are visible to the system account only): run them with sync_interval: always, or a power cut can take the store back to before acknowledged writes (docs/operations.md)", "err", err)

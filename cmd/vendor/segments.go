@@ -40,7 +40,8 @@ func (c Config) storeKind() string {
 // openAllocator serves the tags of the vendor's store, floored on marks
 // kept outside it: in KV bucket leaf_segment_marks for Postgres, in the
 // vendors themselves for the KV store (which shares its JetStream with any
-// bucket the marks could be kept in).
+// bucket the marks could be kept in), and for an embedded store also in
+// its record beside it (storedir.Record).
 func (v *vendor) openAllocator(ctx context.Context, js kv.JS, replies *vending.Replies) error {
 	cfg := v.cfg
 	var marks segment.Marks
@@ -61,6 +62,11 @@ func (v *vendor) openAllocator(ctx context.Context, js kv.JS, replies *vending.R
 			return err
 		}
 		v.peerMarks, marks = pm, pm
+		if v.record != nil {
+			// Beside the embedded store, outside it: a store deleted or
+			// put back older is raised above what this directory served.
+			marks = segment.AllMarks{pm, v.record}
+		}
 	}
 	var err error
 	v.alloc, err = segment.Open(ctx, segment.Options{Store: v.store, Logger: v.log, MaxStep: cfg.SegmentMaxStep, Marks: marks, GiveBack: cfg.SegmentGiveBack,

@@ -256,6 +256,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 					t.Fatalf("chart %s has %d pixels of its first line: %v", c.id, drawn, err)
 				}
 			}
+			// Latency is on a log scale: a store load's 50 ms leaves the
+			// microseconds of every other request well off the axis.
+			fracs, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](
+				`(() => { const s = scale("latency", [3, 12, 25, 50000]); return [s.frac(3), s.frac(12), s.frac(50000)]; })()`))
+			if err != nil || len(fracs) != 3 || fracs[0] >= fracs[1] || fracs[1] < 0.2 || fracs[2] < 0.9 || fracs[2] > 1 {
+				t.Fatalf("latency chart heights of 3 µs, 12 µs, 50 ms: %v (want 12 µs at least a fifth up, 50 ms near the top): %v", fracs, err)
+			}
 			workerID, ready, tagRow, rows := text(`[data-field="worker-id"]`), text(`#ready`), text(`tr[data-tag="order"]`), text(`#rows tbody`)
 			id, err := strconv.Atoi(strings.TrimSpace(workerID))
 			if err != nil || !strings.Contains(logs.String(), fmt.Sprintf("worker_id=%d", id)) {
@@ -264,10 +271,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 			if !strings.Contains(ready, "ready") || strings.Contains(ready, "not") {
 				t.Fatalf("page says %q, want ready", ready)
 			}
-			for _, want := range []string{"order", " .. ", "%", "took"} {
+			for _, want := range []string{"order", " .. ", "(next ID ", "%", "took"} {
 				if !strings.Contains(tagRow, want) {
 					t.Fatalf("tag row %q lacks %q", tagRow, want)
 				}
+			}
+			// The next ID is named so, never "next" beside a segment.
+			if regexp.MustCompile(`\d\s+next \d`).MatchString(tagRow) {
+				t.Fatalf("tag row %q puts a bare next ID beside the segment", tagRow)
 			}
 			// A tag never asked for has no buffers: it is a row of the
 			// store only.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leaf-nats/leaf/admin"
 	"github.com/leaf-nats/leaf/segment"
+	"github.com/leaf-nats/leaf/storedir"
 )
 
 const tagsUsage = `Usage:
@@ -122,6 +123,11 @@ func tagsAdd(fs *flag.FlagSet) runner {
 		if err := segment.ValidateRow(row); err != nil {
 			return usagef("%v", err)
 		}
+		handedOut, record, err := cfg.handedOut(tag)
+		if err != nil {
+			return err
+		}
+		row.MaxID = max(row.MaxID, handedOut)
 		return tagStore(ctx, cfg, tag, true, func(ctx context.Context, st segment.AdminStore, where string) error {
 			err := st.Create(ctx, row)
 			if errors.Is(err, segment.ErrTagExists) {
@@ -139,7 +145,10 @@ func tagsAdd(fs *flag.FlagSet) runner {
 				}
 			}
 			fmt.Fprintf(w, "added %s tag %q (step %d, first ID %d) in %s\n", modeName(*strict), tag, *step, first, where)
-			if first != *start {
+			switch {
+			case first == handedOut && handedOut > *start:
+				fmt.Fprintf(w, "IDs of %q up to %d were handed out from an earlier store in %s (recorded in %s): it continues above them\n", tag, handedOut-1, cfg.NATSStoreDir, record)
+			case first != *start:
 				fmt.Fprintf(w, "the tag was deleted before: it continues from %d, above every ID it had; vendors that still hold some of its earlier segments serve those first\n", first)
 			}
 			if cfg.Region != "" {
@@ -277,4 +286,15 @@ func openTagStore(ctx context.Context, cfg Config, create bool) (segment.AdminSt
 		return nil, "", nil, err
 	}
 	return admin.OpenTags(ctx, env, create, connectHint)
+}
+
+// handedOut is how far tag's IDs were handed out from the embedded store
+// in LEAF_NATS_STORE_DIR, as the record kept beside it says (0: none, or no
+// embedded KV store), and the record's file: a store deleted since does not
+// know them.
+func (c Config) handedOut(tag string) (int64, string, error) {
+	if c.NATSURL != "" || c.storeKind() != kindKV {
+		return 0, "", nil
+	}
+	return storedir.HandedOut(c.NATSStoreDir, tag)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/leaf-nats/leaf/segment"
 	"github.com/leaf-nats/leaf/snowflake"
 	"github.com/leaf-nats/leaf/status"
+	"github.com/leaf-nats/leaf/storedir"
 	"github.com/leaf-nats/leaf/strict"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
@@ -53,7 +54,9 @@ type vendor struct {
 	cfg Config
 	log *slog.Logger
 
+	record     *storedir.Record      // what was handed out from the embedded store, kept beside it
 	lock       *natsserver.StoreLock // embedded server's store directory
+	watch      *storedir.Watch       // says when the embedded store is gone; nil with LEAF_NATS_URL
 	srv        *server.Server        // embedded server; nil with LEAF_NATS_URL
 	dataConn   *nats.Conn            // leases and stores; up until the lease is released
 	svcConn    *nats.Conn            // the service's and the vendors' exchange; drained at Close
@@ -72,6 +75,8 @@ type vendor struct {
 	obs        *status.Metrics // counts what the service and the forwarder answer and drop
 	svc        *vending.Service
 	leafAPI    *leafcompat.API // nil unless LEAF_HTTP_LEAF_API
+	state      *status.State   // what /readyz and the status page say
+	serving    bool            // "vendor serving" was logged (announce)
 	http       *status.Server  // nil unless LEAF_HTTP_ADDR
 	history    *status.History // the status page's charts; nil unless LEAF_HTTP_ADDR
 }
@@ -137,9 +142,32 @@ func (v *vendor) open(ctx context.Context) error {
 		return err
 	}
 	v.svc.CheckReadiness() // snowflake served from now, not at the next look
-	log.Info("vendor serving", "prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup,
-		"worker_id", v.keeper.Status().ID, "segments", cfg.storeKind())
+	v.serving = v.announce(true)
 	return nil
+}
+
+// announce logs "vendor serving" when /readyz says ready, and reports
+// whether it did. At start, a vendor not yet ready says instead which mode
+// it does not serve and why; wait announces it once it is.
+func (v *vendor) announce(start bool) bool {
+	cfg := v.cfg
+	args := []any{"prefix", cfg.SubjectPrefix, "queue_group", cfg.QueueGroup, "worker_id", v.keeper.Status().ID, "segments", cfg.storeKind()}
+	not := v.state.NotReady()
+	if not == (status.ModeReadiness{}) {
+		v.log.Info("vendor serving", args...)
+		return true
+	}
+	if !start {
+		return false
+	}
+	if not.Snowflake != "" {
+		args = append(args, "snowflake_not_served", not.Snowflake)
+	}
+	if not.Segments != "" {
+		args = append(args, "segments_not_served", not.Segments)
+	}
+	v.log.Warn("vendor started but not ready: /readyz answers 503 until it is", args...)
+	return false
 }
 
 // connect starts the embedded server unless LEAF_NATS_URL names one, makes
@@ -260,7 +288,17 @@ func (v *vendor) guardConfig(js kv.JS, contracts *kv.Contracts, clock snowflake.
 		Prefix:    cfg.SubjectPrefix,
 		Replies:   replies,
 		Logger:    v.log,
+		Local:     v.local(),
 	}
+}
+
+// local is the embedded store as the guard's gates see it: nil with
+// LEAF_NATS_URL (a nil *storedir.Watch in the interface would not be).
+func (v *vendor) local() cluster.Local {
+	if v.watch == nil {
+		return nil
+	}
+	return v.watch
 }
 
 // forwarderConfig configures the strict tags' forwarder.
@@ -280,6 +318,7 @@ func (v *vendor) startService(clock snowflake.Clock) error {
 		Leaders: v.strict,
 	})
 	reg.MustRegister(state.Collector())
+	v.state = state
 	sf := v.guard.Snowflake(v.keeper)
 	layout, _ := cfg.layout() // checked by validate
 	var err error
@@ -398,8 +437,9 @@ func (v *vendor) seedClocks(ctx context.Context, js kv.JS, clock snowflake.Clock
 	})
 }
 
-// startEmbedded locks the store directory and starts the embedded server
-// on it; it returns the server's client URL.
+// startEmbedded locks the store directory and the record kept beside it
+// (whose lock outlives the directory), starts the embedded server on the
+// directory and watches it; it returns the server's client URL.
 func (v *vendor) startEmbedded() (string, error) {
 	cfg := v.cfg
 	lock, err := natsserver.LockStore(cfg.NATSStoreDir)
@@ -414,6 +454,9 @@ func (v *vendor) startEmbedded() (string, error) {
 		return "", err
 	}
 	v.lock = lock
+	if v.record, err = storedir.Open(cfg.NATSStoreDir); err != nil {
+		return "", err
+	}
 	if !loopback(cfg.NATSListen) {
 		// The embedded server has no users: anyone who reaches it can
 		// delete the buckets that uniqueness rests on, or vend.
@@ -421,7 +464,7 @@ func (v *vendor) startEmbedded() (string, error) {
 			"risk", "anyone who reaches it can rewrite the state IDs rest on, or vend",
 			"hint", "set LEAF_NATS_LISTEN=127.0.0.1:4222, or run nats-server with docs/nats-server.conf and set LEAF_NATS_URL (docs/security.md)")
 	}
-	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: "leaf-embedded"})
+	srv, err := natsserver.Start(natsserver.Config{Listen: cfg.NATSListen, StoreDir: cfg.NATSStoreDir, Name: natsserver.EmbeddedName})
 	if errors.Is(err, natsserver.ErrAddrInUse) {
 		return "", fmt.Errorf("embedded NATS on %s: %w (another nats-server or vendor?): set LEAF_NATS_LISTEN to a free address, or LEAF_NATS_URL to use the server there",
 			cfg.NATSListen, err)
@@ -433,7 +476,10 @@ func (v *vendor) startEmbedded() (string, error) {
 	if err := lock.SetURL(srv.ClientURL()); err != nil {
 		return "", fmt.Errorf("store directory lock: %w", err)
 	}
-	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir)
+	if v.watch, err = v.record.Watch(srv, lock.Path(), v.log); err != nil {
+		return "", err
+	}
+	v.log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATSStoreDir, "record", v.record.Path())
 	return srv.ClientURL(), nil
 }
 
@@ -490,19 +536,32 @@ func (v *vendor) waitClaimed(ctx context.Context) error {
 }
 
 // wait returns when ctx ends (nil), the worker-ID keeper gives up, or the
-// guard finds a disagreement that waiting cannot fix.
+// guard finds a disagreement that waiting cannot fix. A vendor that started
+// not ready looks every second meanwhile, to say "vendor serving" once it is.
 func (v *vendor) wait(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		v.log.Info("signal received: draining")
-		return nil
-	case <-v.keeper.Done():
-		err := v.keeper.Err()
-		v.log.Error("worker ID keeper stopped: draining", "err", err)
-		return err
-	case <-v.guard.Done():
-		err := v.guard.Err()
-		v.log.Error("this vendor no longer agrees with the cluster contract: draining", "err", err)
-		return err
+	var notServing <-chan time.Time // until "vendor serving" is logged
+	if !v.serving {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		notServing = t.C
+	}
+	for {
+		select {
+		case <-notServing:
+			if v.serving = v.announce(false); v.serving {
+				notServing = nil
+			}
+		case <-ctx.Done():
+			v.log.Info("signal received: draining")
+			return nil
+		case <-v.keeper.Done():
+			err := v.keeper.Err()
+			v.log.Error("worker ID keeper stopped: draining", "err", err)
+			return err
+		case <-v.guard.Done():
+			err := v.guard.Err()
+			v.log.Error("this vendor no longer agrees with the cluster contract: draining", cluster.ErrAttr(err))
+			return err
+		}
 	}
 }

@@ -54,6 +54,10 @@ func (l *StoreLock) SetURL(url string) error {
 	return err
 }
 
+// Path returns the lock file: a vendor checks that it is still there
+// (storedir.Watch), since a store directory deleted under it takes it along.
+func (l *StoreLock) Path() string { return l.f.Name() }
+
 // Close releases the lock.
 func (l *StoreLock) Close() error {
 	l.f.Truncate(0)

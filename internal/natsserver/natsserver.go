@@ -34,6 +34,12 @@ type Config struct {
 	Configure func(*server.Options)
 }
 
+// EmbeddedName is the name of the server a vendor embeds when LEAF_NATS_URL
+// is empty. Start syncs every write of every server it starts, so a vendor
+// that finds itself connected to a server of this name (another vendor's)
+// knows its writes are on disk without asking the system account.
+const EmbeddedName = "leaf-embedded"
+
 // Start starts the server and waits until it accepts clients. Stop it with
 // Shutdown and WaitForShutdown.
 func Start(c Config) (*server.Server, error) {

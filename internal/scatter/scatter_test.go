@@ -16,6 +16,7 @@ import (
 	"github.com/leaf-nats/leaf/internal/natsperm"
 	"github.com/leaf-nats/leaf/internal/natsserver"
 	"github.com/leaf-nats/leaf/internal/natstest"
+	"github.com/leaf-nats/leaf/internal/testtool"
 )
 
 // Every vendor listening hears the question and its answer is gathered;
@@ -57,7 +58,7 @@ func TestAskerHoldsOffWhileRefused(t *testing.T) {
 	var logs syncBuffer
 	a := NewAsker(AskerConfig{Conn: nc, Subject: "q", What: "questions", Lost: "what they say",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := testtool.NewClock(time.Unix(1000, 0))
 	q := Question{Wait: time.Minute, Enough: func() bool { return true }, Clock: clock}
 	ask := func() (asked bool) {
 		t.Helper()
@@ -75,11 +76,11 @@ func TestAskerHoldsOffWhileRefused(t *testing.T) {
 	if !ask() {
 		t.Fatal("the first question was not sent")
 	}
-	clock.add(AskAgainAfter - time.Second)
+	clock.Add(AskAgainAfter - time.Second)
 	if ask() {
 		t.Fatal("asked again while holding off")
 	}
-	clock.add(time.Second)
+	clock.Add(time.Second)
 	if !ask() {
 		t.Fatal("did not ask again after AskAgainAfter")
 	}
@@ -107,23 +108,6 @@ func TestAskNotRefused(t *testing.T) {
 	if err := Ask(t.Context(), nc, "q", q, func(Answer) {}); err != nil {
 		t.Fatalf("Ask: %v; want no refusal", err)
 	}
-}
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 type syncBuffer struct {

@@ -135,20 +135,25 @@ func testAdmin(t *testing.T, newBackend NewBackend) {
 		}
 	}
 	create(t, s, segment.Row{Tag: "order", Step: 7}) // a deleted tag can come back
+	checkReAdded(t, s, "invoice")
+}
 
-	// A tag added again continues after every ID it handed out before.
-	used, err := s.Alloc(c, "invoice", 0, nil)
+// checkReAdded deletes tag and adds it again: it must continue after every
+// ID it handed out before, and be unknown in between.
+func checkReAdded(t *testing.T, s Store, tag string) {
+	c := ctx(t)
+	used, err := s.Alloc(c, tag, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(c, "invoice"); err != nil {
+	if err := s.Delete(c, tag); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Alloc(c, "invoice", 0, nil); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Alloc(c, tag, 0, nil); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Alloc of a deleted tag = %v, want ErrUnknownTag", err)
 	}
-	create(t, s, segment.Row{Tag: "invoice", Step: 10})
-	again, err := s.Alloc(c, "invoice", 0, nil)
+	create(t, s, segment.Row{Tag: tag, Step: 10})
+	again, err := s.Alloc(c, tag, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

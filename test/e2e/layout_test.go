@@ -63,7 +63,7 @@ func TestJS53Layout(t *testing.T) {
 	}
 
 	b := newVendor(t, "default", map[string]string{"LEAF_NATS_URL": nats.url()})
-	if !refused(t, b, "layout: the cluster's is 11+41+4+8, this vendor's 1+41+10+12; set LEAF_SNOWFLAKE_LAYOUT=js53") {
+	if !refused(t, b, `err.layout="the cluster's is 11+41+4+8, this vendor's 1+41+10+12; set LEAF_SNOWFLAKE_LAYOUT=js53`) {
 		t.Error("a vendor of the default layout served in a js53 cluster")
 	}
 	if code, out := runVendor(t, env, "cluster", "show"); code != 0 || !strings.Contains(out, "11+41+4+8 (LEAF_SNOWFLAKE_LAYOUT=js53") {

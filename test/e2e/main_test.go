@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/leaf-nats/leaf/internal/testtool"
 )
 
 // vendorBin is the vendor binary TestMain builds for the whole run (with
@@ -85,26 +87,8 @@ func report(t testing.TB, format string, a ...any) {
 	}
 }
 
-// eventually waits until cond holds, failing the test after timeout. It is
-// how these tests synchronise: on a condition with a deadline, never a bare
-// sleep.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !within(timeout, cond) {
-		t.Fatalf("timed out after %v waiting for %s", timeout, what)
-	}
-}
-
-// within reports whether cond holds before timeout.
-func within(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
-}
+// eventually and within are testtool's, under the names these tests use.
+var (
+	eventually = testtool.Eventually
+	within     = testtool.Within
+)
