@@ -26,10 +26,14 @@ import (
 // rewriteLoad: four requesters of 50-ID batches, as in the issue.
 var rewriteLoad = loadSpec{subject: "leaf.segment.e2e", batch: 50, clients: 4, timeout: time.Second, pace: 20 * time.Millisecond}
 
-// rewrites is how many times the row is set back, every rewriteEvery.
+// rewrites is how many times the row is set back, every rewriteEvery, by
+// rewriteBack IDs: more than the vendors hold in their buffers (two
+// segments of up to 10,000 each), so that most rewrites go below IDs the
+// clients received.
 const (
 	rewrites     = 30
 	rewriteEvery = 100 * time.Millisecond
+	rewriteBack  = 100_000
 )
 
 // TestRewriteKVLive: the KV segment store's row rewritten with nats kv put.
@@ -100,7 +104,7 @@ func rewriteLive(t *testing.T, name string, env map[string]string, nc *nats.Conn
 	began := time.Now()
 	for range rewrites {
 		<-time.After(rewriteEvery) // the rewrites' pace, not a synchronisation
-		if was, now := rewrite(25_000); now < high() {
+		if was, now := rewrite(rewriteBack); now < high() {
 			below++
 			t.Logf("max_id %d set back to %d; IDs up to %d handed out", was, now, high())
 		}
