@@ -24,10 +24,10 @@ import (
 	"github.com/leaf-nats/leaf/workerid"
 )
 
-// A vendor that cannot be sure of the KV store asks the vendors holding
-// worker IDs for their marks before it allocates a tag, and waits for all
-// of them; once sure it asks no more until it reconnects. A holder that
-// never answers is waited for only so long.
+// A vendor asks the vendors holding worker IDs for their marks at every
+// allocation. Until all of them answered once since it started or
+// reconnected it waits for all; once sure, it allocates without one that
+// stops answering. A holder that never answers is waited for only so long.
 func TestPeerMarks(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
@@ -52,30 +52,48 @@ func TestPeerMarks(t *testing.T) {
 	hold("a/1", 1)
 	hold("b/2", 2)
 	a, b := open("a/1", time.Minute), open("b/2", time.Minute)
-	b.Record(ctx, "order", 500)
+	note(b, "order", 500)
 	if got, err := a.Mark(ctx, "order"); err != nil || got != 500 {
 		t.Fatalf("a's mark of order: %d, %v; want b's 500", got, err)
 	}
-	b.Record(ctx, "order", 900)
-	if got, _ := a.Mark(ctx, "order"); got != 500 {
-		t.Fatalf("sure of order, a asked again: %d", got)
+	note(b, "order", 900)
+	if got, _ := a.Mark(ctx, "order"); got != 900 {
+		t.Fatalf("a asked again (every allocation asks): %d, want 900", got)
+	}
+	// An allocation of b recorded and not settled: b answers once it is,
+	// and one not settled in time counts as committed.
+	b.Record(ctx, "order", 1300)
+	b.Settle("order", 1300, false)
+	if got, _ := a.Mark(ctx, "order"); got != 900 {
+		t.Fatalf("after b's allocation up to 1300 failed: %d, want 900", got)
+	}
+	b.Record(ctx, "order", 1200)
+	if got, _ := a.Mark(ctx, "order"); got != 1200 {
+		t.Fatalf("b's allocation up to 1200 not settled: %d, want 1200", got)
+	}
+	b.Settle("order", 1200, true)
+	// Sure of the store (every holder answered), a holder that does not
+	// answer is allocated without.
+	hold("c/3", 3) // holds a worker ID, never answers
+	if got, err := a.Mark(ctx, "order"); err != nil || got != 1200 {
+		t.Fatalf("sure, with c/3 silent: %d, %v; want 1200", got, err)
 	}
 	fence.Add(1) // reconnected: unsure again
-	if got, _ := a.Mark(ctx, "order"); got != 900 {
-		t.Fatalf("after a reconnect: %d, want 900", got)
-	}
-
-	hold("c/3", 3) // holds a worker ID, never answers
-	fence.Add(1)
 	_, err := a.Mark(ctx, "order")
 	if !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "c/3") {
 		t.Fatalf("with c/3 silent: %v, want ErrUnavailable naming it", err)
 	}
 	impatient := open("d/4", 200*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	if got, err := impatient.Mark(ctx, "order"); err != nil || got != 900 {
-		t.Fatalf("past its patience: %d, %v; want 900 without c/3", got, err)
+	if got, err := impatient.Mark(ctx, "order"); err != nil || got != 1200 {
+		t.Fatalf("past its patience: %d, %v; want 1200 without c/3", got, err)
 	}
+}
+
+// note records an allocation of m up to end, committed.
+func note(m *PeerMarks, tag string, end int64) {
+	m.Record(context.Background(), tag, end)
+	m.Settle(tag, end, true)
 }
 
 // A vendor that gives IDs back lowers its mark and tells the others: one
@@ -96,18 +114,18 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 		return m
 	}
 	a, b, c := open("a/1"), open("b/2"), open("c/3")
-	a.Record(ctx, "order", 1000)
+	note(a, "order", 1000)
 	if got, _ := b.Mark(ctx, "order"); got != 1000 {
 		t.Fatalf("b learned %d, want a's 1000", got)
 	}
-	c.Record(ctx, "order", 2000)
+	note(c, "order", 2000)
 	if ok, err := a.Lower(ctx, "order", 900, 400); ok || err != nil {
 		t.Fatalf("Lower from a value that is not the mark: %v, %v", ok, err)
 	}
 	if ok, err := a.Lower(ctx, "order", 1000, 400); !ok || err != nil {
 		t.Fatalf("Lower(1000 -> 400): %v, %v", ok, err)
 	}
-	testtool.Eventually(t, 5*time.Second, "the marks", func() bool { got, _ := b.Mark(ctx, "order"); return got == 400 })
+	testtool.Eventually(t, 5*time.Second, "b's own mark lowered", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.own["order"] == 400 })
 	if got, _ := c.Mark(ctx, "order"); got < 2000 {
 		t.Fatalf("c lowered its own higher mark to %d", got)
 	}
@@ -179,3 +197,43 @@ func TestPeerMarksRefused(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A vendor that never allocated becomes sure of the store once every holder
+// of a worker ID answered its survey: a holder killed afterwards is then not
+// waited for (the new leader of a strict tag allocates at once). A vendor
+// started after the holder stopped answering is sure once every vendor sure
+// of the store says so. (TestPeerMarks: with no vendor sure, it waits.)
+func TestPeerMarksSurvey(t *testing.T) {
+	s := natstest.Server(t)
+	js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	hold := func(name string, id int) {
+		l, err := kv.Claim(ctx, kv.Plain(js), kv.LeaseConfig{TTL: 30 * time.Second, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
+	}
+	open := func(name string) *PeerMarks {
+		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
+			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(ctx) })
+		return m
+	}
+	hold("a/1", 1)
+	hold("b/2", 2)
+	a, b := open("a/1"), open("b/2")
+	note(b, "ledger", 700)
+	testtool.Eventually(t, 5*time.Second, "a sure of the store", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.sure })
+	hold("c/3", 3) // holds a worker ID and never answers: killed
+	if got, err := a.Mark(ctx, "ledger"); err != nil || got != 700 {
+		t.Fatalf("sure, with c/3 silent: %d, %v; want b's 700", got, err)
+	}
+	// d starts after c/3 fell silent: the sure vendors a and b say c/3
+	// stopped answering them, so d need not wait for it.
+	d := open("d/4")
+	testtool.Eventually(t, 5*time.Second, "d allocating without c/3", func() bool { got, err := d.Mark(ctx, "ledger"); return err == nil && got == 700 })
+}

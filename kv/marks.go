@@ -104,6 +104,12 @@ func (m *Marks) Record(ctx context.Context, tag string, end int64) error {
 	}
 }
 
+// Settle does nothing: the mark Record raised before the allocation
+// committed stays, also when it did not commit (a failed commit under the
+// row's lock, which is rare); the next allocation then skips the IDs below
+// it, reading the store as gone back.
+func (m *Marks) Settle(string, int64, bool) {}
+
 var _ segment.Lowerer = (*Marks)(nil)
 
 // Lower sets tag's mark to to if it is from, with compare-and-set

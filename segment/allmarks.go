@@ -38,6 +38,13 @@ func (m AllMarks) Record(ctx context.Context, tag string, end int64) error {
 	return nil
 }
 
+// Settle settles the allocation up to end in each.
+func (m AllMarks) Settle(tag string, end int64, committed bool) {
+	for _, mk := range m {
+		mk.Settle(tag, end, committed)
+	}
+}
+
 // Lower lowers tag's mark from from to to in each, in order, and says
 // whether all did: the IDs are given back only then. One that is not a
 // Lowerer gives nothing back. A mark lowered before another refused stays

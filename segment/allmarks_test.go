@@ -17,6 +17,7 @@ func (p plainMarks) Mark(ctx context.Context, tag string) (int64, error) { retur
 func (p plainMarks) Record(ctx context.Context, tag string, end int64) error {
 	return p.m.Record(ctx, tag, end)
 }
+func (p plainMarks) Settle(tag string, end int64, committed bool) { p.m.Settle(tag, end, committed) }
 
 // Marks kept in two places: a store started over, with one of them lost
 // with it (marks kept in the store's own JetStream), is raised above the

@@ -581,6 +581,7 @@ func TestRateLimit(t *testing.T) {
 type fakeMarks struct {
 	mu      sync.Mutex
 	marks   map[string]int64
+	pending []int64 // recorded, not settled
 	failing bool
 }
 
@@ -601,8 +602,21 @@ func (m *fakeMarks) Record(_ context.Context, tag string, end int64) error {
 	if m.failing {
 		return errors.New("marks unreachable")
 	}
-	m.marks[tag] = max(m.marks[tag], end)
+	m.pending = append(m.pending, end)
 	return nil
+}
+
+// Settle raises the mark to an allocation that committed: a lost
+// compare-and-set (fakeStore.stale) leaves no mark.
+func (m *fakeMarks) Settle(tag string, end int64, committed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i := slices.Index(m.pending, end); i >= 0 {
+		m.pending = slices.Delete(m.pending, i, i+1)
+	}
+	if committed {
+		m.marks[tag] = max(m.marks[tag], end)
+	}
 }
 
 // A store that comes back older than what was handed out is raised above

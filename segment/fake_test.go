@@ -76,14 +76,14 @@ func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 		return segment.Row{}, &segment.TagError{Tag: tag, Err: segment.ErrUnknownTag}
 	}
 	if floor != nil && f.stale != 0 {
-		if _, _, err := floor(f.stale); err != nil {
+		if _, _, err := floor(f.stale, cmp.Or(step, r.Step)); err != nil {
 			return segment.Row{}, err
 		}
 		f.stale = 0
 	}
 	end := segment.Whole.End
 	if floor != nil {
-		base, e, err := floor(r.MaxID)
+		base, e, err := floor(r.MaxID, cmp.Or(step, r.Step))
 		if err != nil {
 			return segment.Row{}, err
 		}

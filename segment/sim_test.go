@@ -444,16 +444,16 @@ func (st *simStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 	if !ok {
 		return segment.Row{}, segment.ErrUnknownTag
 	}
+	step = cmp.Or(step, 10)
 	if floor != nil {
 		st.mu.Unlock() // the floor reads the marks, which take the lock too
-		f, _, err := floor(maxID)
+		f, _, err := floor(maxID, step)
 		st.mu.Lock()
 		if err != nil {
 			return segment.Row{}, err
 		}
 		maxID = f
 	}
-	step = cmp.Or(step, 10)
 	st.rows[tag] = maxID + step
 	st.past = append(st.past, maps.Clone(st.rows))
 	if len(st.past) > simLive {
@@ -537,6 +537,8 @@ func (m *simMarks) Record(_ context.Context, tag string, end int64) error {
 	return nil
 }
 
+func (m *simMarks) Settle(string, int64, bool) {}
+
 // Lower lowers a mark for IDs given back (segment.Lowerer), with the
 // store's faults.
 func (m *simMarks) Lower(_ context.Context, tag string, from, to int64) (bool, error) {
@@ -566,16 +568,14 @@ type peerMarks struct {
 }
 
 func (p *peerMarks) Mark(_ context.Context, tag string) (int64, error) {
-	if p.v.sure[tag] {
-		return p.v.mem[tag], nil
-	}
-	m := int64(0)
+	m := p.v.mem[tag]
 	for _, v := range p.sim.vs {
-		if v.up || v == p.v {
+		if v.up {
 			m = max(m, v.mem[tag])
 		}
 	}
 	p.v.sure[tag] = true
+	p.v.mem[tag] = m
 	return m, nil
 }
 
@@ -597,9 +597,14 @@ func (p *peerMarks) Lower(_ context.Context, tag string, from, to int64) (bool, 
 	return true, nil
 }
 
-func (p *peerMarks) Record(_ context.Context, tag string, end int64) error {
-	p.v.mem[tag] = max(p.v.mem[tag], end)
-	return nil
+// Record does nothing: the allocation is noted once settled (the sim's
+// vendors answer no one while one of theirs is in flight).
+func (p *peerMarks) Record(context.Context, string, int64) error { return nil }
+
+func (p *peerMarks) Settle(tag string, end int64, committed bool) {
+	if committed {
+		p.v.mem[tag] = max(p.v.mem[tag], end)
+	}
 }
 
 // idSet is a set of IDs kept as sorted, disjoint ranges.

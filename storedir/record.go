@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/leaf-nats/leaf/internal/natsserver"
@@ -32,7 +33,14 @@ type Record struct {
 	saved uint64 // the last of them on disk
 
 	write sync.Mutex // one write at a time; the others wait and find theirs done
+
+	// unsettled holds, per tag, the allocations recorded before they
+	// committed and not settled yet: each one's end, and the mark before it.
+	unsettled map[string][]unsettled
 }
+
+// unsettled is an allocation recorded before it committed.
+type unsettled struct{ end, before int64 }
 
 var (
 	_ segment.Marks   = (*Record)(nil)
@@ -121,10 +129,52 @@ func (r *Record) Mark(_ context.Context, tag string) (int64, error) {
 // (segment.Marks); it never lowers one.
 func (r *Record) Record(_ context.Context, tag string, end int64) error {
 	return r.change(func(c *contents) bool {
+		if r.unsettled == nil {
+			r.unsettled = map[string][]unsettled{}
+		}
+		r.unsettled[tag] = append(r.unsettled[tag], unsettled{end: end, before: c.Segments[tag]})
 		if end <= c.Segments[tag] {
 			return false
 		}
 		c.Segments[tag] = end
+		return true
+	})
+}
+
+// Settle ends an allocation Record recorded before it committed: one that
+// did not commit (a lost compare-and-set) is taken back off the record
+// when nothing recorded since is above what was there before it, so that
+// the next allocation does not read the store as gone back. A write that
+// fails leaves the record high, which skips IDs, never repeats one.
+func (r *Record) Settle(tag string, end int64, committed bool) {
+	_ = r.change(func(c *contents) bool {
+		list := r.unsettled[tag]
+		i := slices.IndexFunc(list, func(u unsettled) bool { return u.end == end })
+		if i < 0 {
+			return false
+		}
+		u := list[i]
+		list = slices.Delete(list, i, i+1)
+		if len(list) == 0 {
+			delete(r.unsettled, tag)
+		} else {
+			r.unsettled[tag] = list
+		}
+		if committed || c.Segments[tag] != end {
+			return false
+		}
+		to := u.before
+		for _, o := range list {
+			to = max(to, o.end)
+		}
+		switch {
+		case to >= end:
+			return false
+		case to < 1:
+			delete(c.Segments, tag)
+		default:
+			c.Segments[tag] = to
+		}
 		return true
 	})
 }

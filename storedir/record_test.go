@@ -149,3 +149,33 @@ func TestRecordConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// An allocation recorded before it committed and then not committed (a
+// lost compare-and-set) is taken back off the record, unless another
+// recorded since holds it up; one committed stays.
+func TestRecordSettle(t *testing.T) {
+	ctx := context.Background()
+	r := openRecord(t, filepath.Join(t.TempDir(), "leaf-data"))
+	mark := func(want int64, what string) {
+		t.Helper()
+		if m, _ := r.Mark(ctx, "order"); m != want {
+			t.Fatalf("%s: mark %d, want %d", what, m, want)
+		}
+	}
+	r.Record(ctx, "order", 100)
+	r.Settle("order", 100, true)
+	r.Record(ctx, "order", 200)
+	r.Settle("order", 200, false)
+	mark(100, "after a lost allocation up to 200")
+	r.Record(ctx, "order", 300)
+	r.Record(ctx, "order", 400)
+	r.Settle("order", 400, false)
+	mark(300, "after a lost allocation up to 400, one up to 300 unsettled")
+	r.Settle("order", 300, true)
+	mark(300, "after the allocation up to 300 committed")
+	r.Record(ctx, "fresh", 50)
+	r.Settle("fresh", 50, false)
+	if m, _ := r.Mark(ctx, "fresh"); m != 0 {
+		t.Fatalf("a tag whose only allocation was lost: mark %d, want 0", m)
+	}
+}

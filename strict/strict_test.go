@@ -38,7 +38,7 @@ func (m *memStore) Alloc(_ context.Context, tag string, step int64, floor segmen
 		step = 100
 	}
 	if floor != nil {
-		base, _, err := floor(m.maxID)
+		base, _, err := floor(m.maxID, step)
 		if err != nil {
 			return segment.Row{}, err
 		}

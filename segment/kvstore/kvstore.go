@@ -186,18 +186,18 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment
 		if r.MovedTo != "" {
 			return fmt.Errorf("%w: to %s", segment.ErrStoreMoved, r.MovedTo)
 		}
+		if inc < 1 {
+			return fmt.Errorf("max_id %d: step %d is out of range; fix it with: vendor tags set-step %s 1000", r.MaxID, inc, tag)
+		}
 		base, end := r.MaxID, segment.Whole.End
 		if floor != nil {
 			var err error
-			if base, end, err = floor(r.MaxID); err != nil {
+			if base, end, err = floor(r.MaxID, inc); err != nil {
 				return err
 			}
 			if base < r.MaxID {
 				return fmt.Errorf("the floor of max_id %d is %d, below it (a bug)", r.MaxID, base)
 			}
-		}
-		if inc < 1 {
-			return fmt.Errorf("max_id %d: step %d is out of range; fix it with: vendor tags set-step %s 1000", base, inc, tag)
 		}
 		if allocated = segment.Grant(base, inc, end); allocated == 0 {
 			return &segment.TagError{Tag: tag, Err: segment.ErrExhausted}

@@ -254,7 +254,7 @@ func (s *Store) Alloc(ctx context.Context, tag string, step int64, floor segment
 		if step == 0 {
 			step = rowStep
 		}
-		base, end, err := checkFloor(floor, maxID)
+		base, end, err := checkFloor(floor, maxID, step)
 		if err != nil {
 			return err
 		}
@@ -291,12 +291,13 @@ func (s *Store) Return(ctx context.Context, tag string, from, to int64) (bool, e
 
 var _ segment.Returner = (*Store)(nil)
 
-// checkFloor runs floor (nil: none) on maxID and checks what it returns.
-func checkFloor(floor segment.Floor, maxID int64) (base, end int64, err error) {
+// checkFloor runs floor (nil: none) on maxID and step and checks what it
+// returns.
+func checkFloor(floor segment.Floor, maxID, step int64) (base, end int64, err error) {
 	if floor == nil {
 		return maxID, segment.Whole.End, nil
 	}
-	base, end, err = floor(maxID)
+	base, end, err = floor(maxID, step)
 	if err == nil && base < maxID {
 		err = fmt.Errorf("the floor of max_id %d is %d, below it (a bug)", maxID, base)
 	}

@@ -601,16 +601,19 @@ func testFloor(t *testing.T, newBackend NewBackend) {
 	s := b.Open(t)
 	c := ctx(t)
 	create(t, s, segment.Row{Tag: "order", Step: 10})
-	var seen int64
-	r, err := s.Alloc(c, "order", 0, func(maxID int64) (int64, int64, error) { seen = maxID; return 5000, math.MaxInt64, nil })
-	if err != nil || seen != 1 || r.MaxID != 5010 {
-		t.Fatalf("Alloc with a floor of 5000: %+v, %v (the floor saw %d); want max_id 5010", r, err, seen)
+	var seen, seenStep int64
+	r, err := s.Alloc(c, "order", 0, func(maxID, step int64) (int64, int64, error) {
+		seen, seenStep = maxID, step
+		return 5000, math.MaxInt64, nil
+	})
+	if err != nil || seen != 1 || seenStep != 10 || r.MaxID != 5010 {
+		t.Fatalf("Alloc with a floor of 5000: %+v, %v (the floor saw %d, step %d); want max_id 5010", r, err, seen, seenStep)
 	}
 	boom := errors.New("no marks")
-	if _, err := s.Alloc(c, "order", 0, func(int64) (int64, int64, error) { return 0, 0, boom }); !errors.Is(err, boom) {
+	if _, err := s.Alloc(c, "order", 0, func(int64, int64) (int64, int64, error) { return 0, 0, boom }); !errors.Is(err, boom) {
 		t.Fatalf("Alloc with a failing floor: %v", err)
 	}
-	if _, err := s.Alloc(c, "order", 0, func(m int64) (int64, int64, error) { return m - 1, math.MaxInt64, nil }); err == nil {
+	if _, err := s.Alloc(c, "order", 0, func(m, _ int64) (int64, int64, error) { return m - 1, math.MaxInt64, nil }); err == nil {
 		t.Fatal("a floor below max_id was accepted")
 	}
 	if r, err := s.Alloc(c, "order", 0, nil); err != nil || r.MaxID != 5020 {
@@ -618,10 +621,10 @@ func testFloor(t *testing.T, newBackend NewBackend) {
 	}
 	// A floor's end bounds the allocation: a step of 10 from 5020 with an
 	// end of 5025 gives 5.
-	if r, err := s.Alloc(c, "order", 0, func(m int64) (int64, int64, error) { return m, 5025, nil }); err != nil || r.MaxID != 5025 || r.Allocated != 5 {
+	if r, err := s.Alloc(c, "order", 0, func(m, _ int64) (int64, int64, error) { return m, 5025, nil }); err != nil || r.MaxID != 5025 || r.Allocated != 5 {
 		t.Fatalf("Alloc with an end of 5025: %+v, %v; want max_id 5025, 5 allocated", r, err)
 	}
-	if _, err := s.Alloc(c, "order", 0, func(m int64) (int64, int64, error) { return m, 5025, nil }); !errors.Is(err, segment.ErrExhausted) {
+	if _, err := s.Alloc(c, "order", 0, func(m, _ int64) (int64, int64, error) { return m, 5025, nil }); !errors.Is(err, segment.ErrExhausted) {
 		t.Fatalf("Alloc at the end: %v, want ErrExhausted", err)
 	}
 	// Two allocators whose floors each raise to a mark they know: every
@@ -634,7 +637,7 @@ func testFloor(t *testing.T, newBackend NewBackend) {
 		mark := int64(6000 + 1000*i)
 		wg.Go(func() {
 			for range 20 {
-				r, err := st.Alloc(c, "order", 0, func(m int64) (int64, int64, error) { return max(m, mark), math.MaxInt64, nil })
+				r, err := st.Alloc(c, "order", 0, func(m, _ int64) (int64, int64, error) { return max(m, mark), math.MaxInt64, nil })
 				if err != nil {
 					t.Error(err)
 					return
