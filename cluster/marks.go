@@ -327,15 +327,16 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 	m.refence()
 	fenced, sure := m.fenced, m.sure
 	patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
+	settling := m.settling()
 	silent := maps.Clone(m.silent)
 	m.mu.Unlock()
-	theirs, silent, err := m.ask(ctx, tag, sure, patience, silent)
+	theirs, silent, err := m.ask(ctx, tag, sure, patience, silent, settling)
 	if err != nil {
 		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.fenced == fenced && len(silent) == 0 {
+	if m.fenced == fenced && len(silent) == 0 && m.settling() <= 0 {
 		m.sure = true
 	}
 	m.silent = silent
@@ -343,6 +344,18 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 	// the vendors that ask next, and floors this vendor's allocations.
 	m.own[tag] = max(theirs, m.own[tag])
 	return m.own[tag], nil
+}
+
+// settling is how much longer, after this vendor started or reconnected,
+// it hears vendors it does not know of before it may be sure of the store:
+// the store it reads may be a copy older than every lease in it, which
+// names no holder, while the vendors that hold worker IDs are still
+// reconnecting (nats.go tries every second). m.mu is held.
+func (m *PeerMarks) settling() time.Duration {
+	if m.sure {
+		return 0
+	}
+	return aloneGrace - m.cfg.Clock.Now().Sub(m.unsureSince)
 }
 
 // refence makes this vendor unsure of the store again once the fence
@@ -380,7 +393,7 @@ func (m *PeerMarks) survey() {
 		if unanswered, excused, err := m.surveyOnce(); err == nil {
 			m.mu.Lock()
 			if m.fenced == fenced {
-				m.sure = m.sure || all(unanswered, excused)
+				m.sure = m.sure || all(unanswered, excused) && m.settling() <= 0
 				if m.sure {
 					m.silent = unanswered
 				}
@@ -455,7 +468,7 @@ func (m *PeerMarks) surveyOnce() (unanswered, excused map[string]bool, err error
 // the holders of worker IDs that did not answer. Unless sure, it fails
 // while one has not answered and patience is not up; once sure, it does
 // not wait for those silent at the last question.
-func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience time.Duration, silent map[string]bool) (int64, map[string]bool, error) {
+func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience time.Duration, silent map[string]bool, settling time.Duration) (int64, map[string]bool, error) {
 	holders, err := m.holders(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -474,13 +487,14 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience tim
 		}
 	}
 	// Once sure, the vendors not holding a worker ID (static ones) are
-	// heard for sureGrace only: every allocation waits that long.
+	// heard for sureGrace only: every allocation waits that long. While
+	// settling, every vendor is heard until it is over.
 	var highest int64
-	grace := peerGrace
+	grace := max(peerGrace, settling)
 	if sure {
 		grace = sureGrace
 	}
-	q := scatter.Question{Body: []byte(tag), Wait: peerWait, Grace: grace, Enough: func() bool { return waiting == 0 }, Clock: m.cfg.Clock}
+	q := scatter.Question{Body: []byte(tag), Wait: max(peerWait, grace), Grace: grace, Enough: func() bool { return waiting == 0 }, Clock: m.cfg.Clock}
 	err = m.asker.Ask(ctx, q, func(ans scatter.Answer) {
 		var a markAnswer
 		if len(ans.Data) > maxPeerBytes || json.Unmarshal(ans.Data, &a) != nil || a.Instance == "" || a.Mark < 0 || !m.ours(a.Mark) {
