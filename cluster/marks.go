@@ -323,27 +323,40 @@ func (m *PeerMarks) Settle(tag string, end int64, committed bool) {
 // without, above the last mark it answered, and not waited for again until
 // it answers.
 func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
-	m.mu.Lock()
-	m.refence()
-	fenced, sure := m.fenced, m.sure
-	patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
-	settling := m.settling()
-	silent := maps.Clone(m.silent)
-	m.mu.Unlock()
-	theirs, silent, err := m.ask(ctx, tag, sure, patience, silent, settling)
-	if err != nil {
-		return 0, err
+	for try := 1; ; try++ {
+		m.mu.Lock()
+		m.refence()
+		fenced, sure := m.fenced, m.sure
+		patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
+		settling := m.settling()
+		silent := maps.Clone(m.silent)
+		m.mu.Unlock()
+		theirs, silent, err := m.ask(ctx, tag, sure, patience, silent, settling)
+		if err != nil {
+			return 0, err
+		}
+		m.mu.Lock()
+		if m.refence(); m.fenced != fenced {
+			// Reconnected while asking: the holders it expected were
+			// read from a store that may have gone back since. Ask again,
+			// unsure.
+			m.mu.Unlock()
+			if try < 3 {
+				continue
+			}
+			return 0, fmt.Errorf("%w: tag %q: NATS reconnected while this vendor asked the others for their marks; retry", segment.ErrUnavailable, tag)
+		}
+		if len(silent) == 0 && m.settling() <= 0 {
+			m.sure = true
+		}
+		m.silent = silent
+		// What the others handed out is known here now: it is answered to
+		// the vendors that ask next, and floors this vendor's allocations.
+		m.own[tag] = max(theirs, m.own[tag])
+		mark := m.own[tag]
+		m.mu.Unlock()
+		return mark, nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fenced == fenced && len(silent) == 0 && m.settling() <= 0 {
-		m.sure = true
-	}
-	m.silent = silent
-	// What the others handed out is known here now: it is answered to
-	// the vendors that ask next, and floors this vendor's allocations.
-	m.own[tag] = max(theirs, m.own[tag])
-	return m.own[tag], nil
 }
 
 // settling is how much longer, after this vendor started or reconnected,

@@ -34,9 +34,13 @@ func (v *vendor) openAllocator(ctx context.Context, js kv.JS, replies *vending.R
 		}
 		marks = km
 	} else {
+		// The fence moves when either connection reconnects: the store is
+		// read on the data connection, which may come back to a restored
+		// server before the service connection does.
 		nc := v.svcConn
+		fence := func() uint64 { return nc.Stats().Reconnects + v.dataConn.Stats().Reconnects }
 		pm, err := cluster.OpenPeerMarks(cluster.PeerMarksConfig{Conn: nc, Notify: v.dataConn, JS: js, Prefix: cfg.SubjectPrefix, Self: config.InstanceName(), Block: cfg.Block(),
-			Replies: replies, Fence: func() uint64 { return nc.Stats().Reconnects }, TrustAfter: 2 * cfg.WorkerLeaseTTL, Logger: v.log})
+			Replies: replies, Fence: fence, TrustAfter: 2 * cfg.WorkerLeaseTTL, Logger: v.log})
 		if err != nil {
 			return err
 		}
