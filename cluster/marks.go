@@ -328,10 +328,9 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 		m.refence()
 		fenced, sure := m.fenced, m.sure
 		patience := m.cfg.TrustAfter - m.cfg.Clock.Now().Sub(m.unsureSince)
-		settling := m.settling()
 		silent := maps.Clone(m.silent)
 		m.mu.Unlock()
-		theirs, silent, err := m.ask(ctx, tag, sure, patience, silent, settling)
+		theirs, silent, err := m.ask(ctx, tag, sure, patience, silent)
 		if err != nil {
 			return 0, err
 		}
@@ -346,7 +345,7 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 			}
 			return 0, fmt.Errorf("%w: tag %q: NATS reconnected while this vendor asked the others for their marks; retry", segment.ErrUnavailable, tag)
 		}
-		if len(silent) == 0 && m.settling() <= 0 {
+		if len(silent) == 0 {
 			m.sure = true
 		}
 		m.silent = silent
@@ -357,18 +356,6 @@ func (m *PeerMarks) Mark(ctx context.Context, tag string) (int64, error) {
 		m.mu.Unlock()
 		return mark, nil
 	}
-}
-
-// settling is how much longer, after this vendor started or reconnected,
-// it hears vendors it does not know of before it may be sure of the store:
-// the store it reads may be a copy older than every lease in it, which
-// names no holder, while the vendors that hold worker IDs are still
-// reconnecting (nats.go tries every second). m.mu is held.
-func (m *PeerMarks) settling() time.Duration {
-	if m.sure {
-		return 0
-	}
-	return aloneGrace - m.cfg.Clock.Now().Sub(m.unsureSince)
 }
 
 // refence makes this vendor unsure of the store again once the fence
@@ -406,7 +393,7 @@ func (m *PeerMarks) survey() {
 		if unanswered, excused, err := m.surveyOnce(); err == nil {
 			m.mu.Lock()
 			if m.fenced == fenced {
-				m.sure = m.sure || all(unanswered, excused) && m.settling() <= 0
+				m.sure = m.sure || all(unanswered, excused)
 				if m.sure {
 					m.silent = unanswered
 				}
@@ -481,7 +468,7 @@ func (m *PeerMarks) surveyOnce() (unanswered, excused map[string]bool, err error
 // the holders of worker IDs that did not answer. Unless sure, it fails
 // while one has not answered and patience is not up; once sure, it does
 // not wait for those silent at the last question.
-func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience time.Duration, silent map[string]bool, settling time.Duration) (int64, map[string]bool, error) {
+func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience time.Duration, silent map[string]bool) (int64, map[string]bool, error) {
 	holders, err := m.holders(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -500,14 +487,13 @@ func (m *PeerMarks) ask(ctx context.Context, tag string, sure bool, patience tim
 		}
 	}
 	// Once sure, the vendors not holding a worker ID (static ones) are
-	// heard for sureGrace only: every allocation waits that long. While
-	// settling, every vendor is heard until it is over.
+	// heard for sureGrace only: every allocation waits that long.
 	var highest int64
-	grace := max(peerGrace, settling)
+	grace := peerGrace
 	if sure {
 		grace = sureGrace
 	}
-	q := scatter.Question{Body: []byte(tag), Wait: max(peerWait, grace), Grace: grace, Enough: func() bool { return waiting == 0 }, Clock: m.cfg.Clock}
+	q := scatter.Question{Body: []byte(tag), Wait: peerWait, Grace: grace, Enough: func() bool { return waiting == 0 }, Clock: m.cfg.Clock}
 	err = m.asker.Ask(ctx, q, func(ans scatter.Answer) {
 		var a markAnswer
 		if len(ans.Data) > maxPeerBytes || json.Unmarshal(ans.Data, &a) != nil || a.Instance == "" || a.Mark < 0 || !m.ours(a.Mark) {
