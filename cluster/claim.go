@@ -112,7 +112,8 @@ func (g *Guard) sampleClocks(ctx context.Context) ([]ClockSample, []Peer) {
 // (the claim is given up: a setting to change), or got it from a store
 // that went back (this vendor waits until that lease ends).
 func (g *Guard) alone(ctx context.Context, l *kv.Lease) error {
-	replies, _, _ := g.askPeers(ctx, l.ID(), aloneGrace)
+	// A quarter of the lease at most: the first renewal waits for this.
+	replies, _, _ := g.askPeers(ctx, l.ID(), max(peerGrace, min(aloneGrace, l.TTL()/4)))
 	var peers []Peer
 	for _, r := range replies {
 		peers = append(peers, r.Peer)

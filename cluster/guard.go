@@ -31,7 +31,8 @@ const CheckEvery = 5 * time.Second
 // another JetStream, or holding it in a store that has since gone back and
 // still reconnecting, which nats.go does every second), and its answer may
 // be slow on a loaded host; missing it would repeat IDs until the next
-// check, while waiting costs each claim that long once.
+// check, while waiting costs each claim that long once (at most a quarter
+// of the lease TTL, which the first renewal waits for).
 const (
 	peerWait   = 300 * time.Millisecond
 	peerGrace  = 30 * time.Millisecond

@@ -16,6 +16,7 @@ import (
 	"github.com/leaf-nats/leaf/segment/kvstore"
 	"github.com/leaf-nats/leaf/vending"
 	"github.com/leaf-nats/leaf/workerid"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // syncLog collects a logger's lines.
@@ -43,14 +44,7 @@ func TestGuardSeesItsPeers(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
-	contracts, err := kv.OpenContracts(ctx, kv.Plain(js), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := kvstore.New(ctx, kv.Plain(js), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	contracts, store := openContractsAndStore(t, js)
 	open := func(name string, logs *syncLog) *Guard {
 		g, err := Open(ctx, Config{
 			Terms: want, Kind: KindKV, Self: name,
@@ -130,14 +124,7 @@ func TestGuardLocalStoreGone(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
-	contracts, err := kv.OpenContracts(ctx, kv.Plain(js), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := kvstore.New(ctx, kv.Plain(js), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	contracts, store := openContractsAndStore(t, js)
 	local := &goneStore{}
 	g, err := Open(ctx, Config{
 		Terms: want, Kind: KindKV, Self: "a/1",
@@ -165,3 +152,18 @@ func TestGuardLocalStoreGone(t *testing.T) {
 }
 
 var errStoreGone = errors.New("embedded NATS store gone")
+
+// openContractsAndStore opens the cluster contract's bucket and a KV
+// segment store in js, as a vendor does before its guard.
+func openContractsAndStore(t *testing.T, js jetstream.JetStream) (*kv.Contracts, *kvstore.Store) {
+	t.Helper()
+	contracts, err := kv.OpenContracts(context.Background(), kv.Plain(js), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := kvstore.New(context.Background(), kv.Plain(js), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return contracts, store
+}

@@ -32,13 +32,7 @@ func TestPeerMarks(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
-	hold := func(name string, id int) {
-		l, err := kv.Claim(ctx, kv.Plain(js), kv.LeaseConfig{TTL: 3 * time.Second, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
-	}
+	hold := func(name string, id int) { holdWorkerID(t, js, name, id, 3*time.Second) }
 	var fence atomic.Uint64
 	open := func(name string, trust time.Duration) *PeerMarks {
 		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
@@ -207,13 +201,7 @@ func TestPeerMarksSurvey(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
-	hold := func(name string, id int) {
-		l, err := kv.Claim(ctx, kv.Plain(js), kv.LeaseConfig{TTL: 30 * time.Second, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
-	}
+	hold := func(name string, id int) { holdWorkerID(t, js, name, id, 30*time.Second) }
 	open := func(name string) *PeerMarks {
 		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
 			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)})
@@ -236,4 +224,15 @@ func TestPeerMarksSurvey(t *testing.T) {
 	// stopped answering them, so d need not wait for it.
 	d := open("d/4")
 	testtool.Eventually(t, 5*time.Second, "d allocating without c/3", func() bool { got, err := d.Mark(ctx, "ledger"); return err == nil && got == 700 })
+}
+
+// holdWorkerID claims worker ID id for name with a lease of ttl, released
+// when the test ends.
+func holdWorkerID(t *testing.T, js jetstream.JetStream, name string, id int, ttl time.Duration) {
+	t.Helper()
+	l, err := kv.Claim(context.Background(), kv.Plain(js), kv.LeaseConfig{TTL: ttl, Holder: name, IDs: &workerid.Range{First: id, Last: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
 }
