@@ -210,8 +210,24 @@ func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc,
 	return ctx, cancel, nil
 }
 
-// tx runs f in a transaction, committing when it returns nil.
+// tx runs f in a transaction, committing when it returns nil. A
+// transaction Postgres aborted for a deadlock or a serialization failure
+// (an allocation and a seal locking the store's row and a tag's in
+// opposite orders) changed nothing: it is run again, a few times.
 func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	for try := 1; ; try++ {
+		err := s.tx1(ctx, f)
+		if pe := (*pq.Error)(nil); try < txTries && errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") {
+			continue
+		}
+		return err
+	}
+}
+
+// txTries is how many times tx runs a transaction Postgres aborted.
+const txTries = 5
+
+func (s *Store) tx1(ctx context.Context, f func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
