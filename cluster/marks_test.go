@@ -35,13 +35,7 @@ func TestPeerMarks(t *testing.T) {
 	hold := func(name string, id int) { holdWorkerID(t, js, name, id, 3*time.Second) }
 	var fence atomic.Uint64
 	open := func(name string, trust time.Duration) *PeerMarks {
-		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
-			Replies: vending.NewReplies(nil, nil), Fence: fence.Load, TrustAfter: trust, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close(ctx) })
-		return m
+		return openPeerMarks(t, s, js, name, trust, fence.Load)
 	}
 	hold("a/1", 1)
 	hold("b/2", 2)
@@ -98,15 +92,7 @@ func TestMarksLoweredForIDsGivenBack(t *testing.T) {
 	s := natstest.Server(t)
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
-	open := func(name string) *PeerMarks {
-		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
-			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Second, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close(ctx) })
-		return m
-	}
+	open := func(name string) *PeerMarks { return openPeerMarks(t, s, js, name, time.Second, nil) }
 	a, b, c := open("a/1"), open("b/2"), open("c/3")
 	note(a, "order", 1000)
 	if got, _ := b.Mark(ctx, "order"); got != 1000 {
@@ -202,15 +188,7 @@ func TestPeerMarksSurvey(t *testing.T) {
 	js := natstest.JetStream(t, s)
 	ctx := context.Background()
 	hold := func(name string, id int) { holdWorkerID(t, js, name, id, 30*time.Second) }
-	open := func(name string) *PeerMarks {
-		m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
-			Replies: vending.NewReplies(nil, nil), TrustAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close(ctx) })
-		return m
-	}
+	open := func(name string) *PeerMarks { return openPeerMarks(t, s, js, name, time.Hour, nil) }
 	hold("a/1", 1)
 	hold("b/2", 2)
 	a, b := open("a/1"), open("b/2")
@@ -235,4 +213,17 @@ func holdWorkerID(t *testing.T, js jetstream.JetStream, name string, id int, ttl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Release(context.Background(), l.Last()) })
+}
+
+// openPeerMarks opens vendor name's marks on s, closed when the test ends;
+// fence nil: one that never moves.
+func openPeerMarks(t *testing.T, s *server.Server, js jetstream.JetStream, name string, trust time.Duration, fence func() uint64) *PeerMarks {
+	t.Helper()
+	m, err := OpenPeerMarks(PeerMarksConfig{Conn: natstest.Conn(t, s), JS: kv.Plain(js), Prefix: "leaf", Self: name,
+		Replies: vending.NewReplies(nil, nil), Fence: fence, TrustAfter: trust, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
 }
