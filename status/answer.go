@@ -151,23 +151,46 @@ func turns(stop <-chan struct{}, h http.Handler) http.Handler {
 func inTurns(stop <-chan struct{}, h http.Handler, n int, wait time.Duration) http.Handler {
 	held := make(chan struct{}, n) // one a turn
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		select {
-		case held <- struct{}{}:
-		case <-r.Context().Done():
-			return // the reader has gone
-		case <-timer.C:
-			rw.Header().Set("Retry-After", "1")
-			http.Error(rw, "busy: "+strconv.Itoa(n)+" requests for this page are being served; try again", http.StatusServiceUnavailable)
-			return
-		case <-stop:
-			http.Error(rw, "no answer: "+errStopped.Error(), http.StatusServiceUnavailable)
-			return
+		if !takeTurn(held) {
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			if !waitTurn(rw, r, held, timer.C, stop, n) {
+				return
+			}
 		}
 		defer func() { <-held }()
 		h.ServeHTTP(newStallWriter(rw), r)
 	})
+}
+
+// takeTurn takes a free turn without waiting. A turn free is taken even
+// when the wait's timer would also be ready (a scheduler late by more than
+// the wait): select would pick one of the two at random.
+func takeTurn(held chan struct{}) bool {
+	select {
+	case held <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitTurn waits for a turn until expired or stop, answering 503 if none
+// comes, and says whether the turn was taken.
+func waitTurn(rw http.ResponseWriter, r *http.Request, held chan struct{}, expired <-chan time.Time, stop <-chan struct{}, n int) bool {
+	select {
+	case held <- struct{}{}:
+		return true
+	case <-r.Context().Done():
+		return false // the reader has gone
+	case <-expired:
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, "busy: "+strconv.Itoa(n)+" requests for this page are being served; try again", http.StatusServiceUnavailable)
+		return false
+	case <-stop:
+		http.Error(rw, "no answer: "+errStopped.Error(), http.StatusServiceUnavailable)
+		return false
+	}
 }
 
 // stallWriter gives each write of an answer writeStall to go through,
