@@ -180,6 +180,7 @@ func (h handingOff) TakeRanges(context.Context, string, []ids.Range, int64) ([]i
 
 func (handingOff) IsStrict(string) bool                         { return true }
 func (h handingOff) HandOff(tag string, r vending.Handing) bool { return h.f.HandOff(tag, r) }
+func (handingOff) Leads(string) bool                            { return false }
 
 // A vendor hands a strict tag's request to the leader, which answers the
 // client directly as the service would: in the client's encoding, marked

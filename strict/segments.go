@@ -71,5 +71,8 @@ func (s *Segments) HandOff(tag string, r vending.Handing) bool {
 	return s.alloc.IsStrict(tag) && s.gate.SegmentsErr() == nil && s.leaders.Handoff(tag) && s.leaders.cfg.Transport.HandOff(tag, r)
 }
 
+// Leads reports whether this vendor leads strict tag now.
+func (s *Segments) Leads(tag string) bool { return s.leaders.leading(tag) != nil }
+
 // IsStrict tells the service which replies to mark strict.
 func (s *Segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }

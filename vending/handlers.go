@@ -94,6 +94,9 @@ type segmentHandler struct {
 	s      *Service
 	src    Segments
 	prefix string
+	// leaning: the handler of one of a lean's subscriptions (lean), not
+	// micro's endpoint.
+	leaning bool
 	scratch
 }
 
@@ -123,12 +126,19 @@ func (h *segmentHandler) Handle(req micro.Request) {
 	}
 	rs, ok, err := h.src.TryTakeRanges(tag, h.seg[:0], int64(n))
 	h.seg = rs
+	if h.leaning && !ok && err == nil && !h.src.Leads(tag) {
+		h.s.unlean(tag) // no longer its leader: served as any vendor serves it
+	}
 	switch {
 	case err != nil:
 		c.refund()
 		h.s.fail(req, ModeSegment, tag, err, start)
 	case ok:
-		reply(h.s, req, &h.out, enc, ModeSegment, tag, h.src.IsStrict(tag), rs, start)
+		strict := h.src.IsStrict(tag)
+		reply(h.s, req, &h.out, enc, ModeSegment, tag, strict, rs, start)
+		if strict && !h.leaning {
+			h.s.lean(tag) // served from memory: this vendor leads the tag
+		}
 	case h.src.HandOff(tag, Handing{Reply: req.Reply(), Encoding: enc, Body: req.Data()}):
 	default:
 		if err := h.s.mayAskStore(req); err != nil {

@@ -54,6 +54,7 @@ type Service struct {
 	since    [2]time.Time // when snowflake and segments were last servable
 
 	replies *Replies
+	leans   leans       // the strict tags it leads, whose requests it takes directly
 	bulk    *bulkLane   // large snowflake batches
 	reqs    *requesters // their budgets; nil without Config.RequesterRateLimit
 	unknown *requesters // their budgets of tags the store does not have
@@ -223,6 +224,7 @@ func (s *Service) Close(context.Context) error {
 	defer s.cancel()
 	close(s.stop)
 	s.loop.Wait()
+	s.stopLeaning()
 	s.slow.Stop()
 	s.mu.Lock()
 	s.stopping = true
