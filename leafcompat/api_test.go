@@ -40,7 +40,7 @@ type noSegments struct{}
 
 func (noSegments) IsStrict(string) bool                 { return false }
 func (noSegments) HandOff(string, vending.Handing) bool { return false }
-func (noSegments) Leads(string) bool                    { return false }
+func (noSegments) Leans(string) bool                    { return false }
 
 func (noSegments) TryTakeRanges(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {
 	return dst, false, segment.ErrUnknownTag

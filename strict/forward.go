@@ -460,6 +460,9 @@ func (f *Forwarder) serve(tag string, ls *Leaders, m *nats.Msg) {
 // before. IDs in memory are answered on the subscription's goroutine, in
 // order; those that wait for the store in goroutines of their own.
 func (f *Forwarder) take(tag string, ls *Leaders, body []byte, limit int, err error, answer func([]ids.Range, error)) {
+	if l := ls.leading(tag); l != nil && !l.passed.Load() {
+		l.passed.Store(true) // another vendor passes this lead requests: the service leans
+	}
 	var c int
 	if err == nil {
 		c, err = vending.ParseCount(body, limit)

@@ -180,7 +180,7 @@ func (h handingOff) TakeRanges(context.Context, string, []ids.Range, int64) ([]i
 
 func (handingOff) IsStrict(string) bool                         { return true }
 func (h handingOff) HandOff(tag string, r vending.Handing) bool { return h.f.HandOff(tag, r) }
-func (handingOff) Leads(string) bool                            { return false }
+func (handingOff) Leans(string) bool                            { return false }
 
 // A vendor hands a strict tag's request to the leader, which answers the
 // client directly as the service would: in the client's encoding, marked
@@ -197,6 +197,9 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	}
 	defer f.Close(context.Background())
 	ls := leadLedger(t, f, &strictSource{next: 1})
+	if ls.Leans("ledger") {
+		t.Fatal("the leader leans towards ledger before another vendor passed it a request")
+	}
 	// Another vendor, handing ledger off since its leader answered: its
 	// Forwarder hears the leader step down, and the "no responders" of a
 	// request handed to no leader.
@@ -259,7 +262,13 @@ func TestHandoffAnsweredByTheLeader(t *testing.T) {
 	if _, err := other.Take(t.Context(), "ledger", nil, 1); err != nil || !other.Handoff("ledger") {
 		t.Fatalf("forwarded to the leader: %v; hands off: %v", err, other.Handoff("ledger"))
 	}
+	if !ls.Leans("ledger") || other.Leans("ledger") {
+		t.Fatalf("passed requests: the leader leans %v, the other vendor %v; want true, false", ls.Leans("ledger"), other.Leans("ledger"))
+	}
 	ls.Close(context.Background()) // steps down, and says so
+	if ls.Leans("ledger") {
+		t.Fatal("the leader leans towards ledger after it stepped down")
+	}
 	for deadline := time.Now().Add(5 * time.Second); other.Handoff("ledger") && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaf-nats/leaf/lease"
@@ -22,6 +23,9 @@ type lead struct {
 	started chan struct{} // closed at the first window: the buffer restarted, listening
 	done    chan struct{} // closed when the driver returned, with err set
 	err     error
+	// passed: another vendor passed this lead one of the tag's requests
+	// (Segments.Leans).
+	passed atomic.Bool
 
 	// The driver's goroutine only.
 	lease  Lease

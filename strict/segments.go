@@ -71,8 +71,10 @@ func (s *Segments) HandOff(tag string, r vending.Handing) bool {
 	return s.alloc.IsStrict(tag) && s.gate.SegmentsErr() == nil && s.leaders.Handoff(tag) && s.leaders.cfg.Transport.HandOff(tag, r)
 }
 
-// Leads reports whether this vendor leads strict tag now.
-func (s *Segments) Leads(tag string) bool { return s.leaders.leading(tag) != nil }
+// Leans reports whether this vendor leads strict tag and another vendor
+// passed it one of the tag's requests since it took the lead: then the
+// service takes most of the tag's requests itself (vending.LeanWeight).
+func (s *Segments) Leans(tag string) bool { return s.leaders.Leans(tag) }
 
 // IsStrict tells the service which replies to mark strict.
 func (s *Segments) IsStrict(tag string) bool { return s.alloc.IsStrict(tag) }

@@ -240,6 +240,14 @@ func (ls *Leaders) leading(tag string) *lead {
 	return l
 }
 
+// Leans reports whether this vendor leads tag and another vendor passed it
+// one of the tag's requests (forwarded or handed off) since it took the
+// lead: Segments.Leans.
+func (ls *Leaders) Leans(tag string) bool {
+	l := ls.leading(tag)
+	return l != nil && l.passed.Load()
+}
+
 // TryTake serves n IDs of tag from memory when this vendor leads it and can
 // without waiting for the store; ok is false otherwise (call Take).
 func (ls *Leaders) TryTake(tag string, dst []ids.Range, n int64) ([]ids.Range, bool, error) {

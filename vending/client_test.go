@@ -36,7 +36,7 @@ type normalTags struct{}
 
 func (normalTags) IsStrict(string) bool                 { return false }
 func (normalTags) HandOff(string, vending.Handing) bool { return false }
-func (normalTags) Leads(string) bool                    { return false }
+func (normalTags) Leans(string) bool                    { return false }
 
 var _ vending.Segments = (*counterSegments)(nil)
 

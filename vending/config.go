@@ -44,10 +44,10 @@ type Segments interface {
 	// answers the client itself; false when it did not, and the service
 	// serves it with TakeRanges.
 	HandOff(tag string, r Handing) bool
-	// Leads reports whether this vendor serves tag's requests for every
-	// vendor (a strict tag's leader): then it takes most of them directly
-	// (LeanWeight).
-	Leads(tag string) bool
+	// Leans reports whether this vendor serves tag's requests for other
+	// vendors too (a strict tag's leader they pass requests to): then it
+	// takes most of them directly (LeanWeight).
+	Leans(tag string) bool
 }
 
 // Region is a vendor's region: its name and number.

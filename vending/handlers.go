@@ -126,7 +126,7 @@ func (h *segmentHandler) Handle(req micro.Request) {
 	}
 	rs, ok, err := h.src.TryTakeRanges(tag, h.seg[:0], int64(n))
 	h.seg = rs
-	if h.leaning && !ok && err == nil && !h.src.Leads(tag) {
+	if h.leaning && !ok && err == nil && !h.src.Leans(tag) {
 		h.s.unlean(tag) // no longer its leader: served as any vendor serves it
 	}
 	switch {
@@ -136,8 +136,8 @@ func (h *segmentHandler) Handle(req micro.Request) {
 	case ok:
 		strict := h.src.IsStrict(tag)
 		reply(h.s, req, &h.out, enc, ModeSegment, tag, strict, rs, start)
-		if strict && !h.leaning {
-			h.s.lean(tag) // served from memory: this vendor leads the tag
+		if strict && !h.leaning && h.src.Leans(tag) {
+			h.s.lean(tag)
 		}
 	case h.src.HandOff(tag, Handing{Reply: req.Reply(), Encoding: enc, Body: req.Data()}):
 	default:

@@ -2,6 +2,7 @@ package vending
 
 import (
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,10 +17,10 @@ import (
 // three: those are answered without the hop to it through another vendor.
 const LeanWeight = 16
 
-// leanCheck is how often a leaning vendor checks that it still leads the
-// tag and serves segments; until it stops leaning, the requests it takes
-// for a tag it no longer leads are served as any vendor's are (handed to
-// the leader), only slower.
+// leanCheck is how often a leaning vendor checks that it still leans
+// (Segments.Leans) and serves segments; until it stops leaning, the
+// requests it takes for a tag it no longer leads are served as any
+// vendor's are (handed to the leader), only slower.
 const leanCheck = 250 * time.Millisecond
 
 // leans are the tags this vendor leans towards: a strict tag's leader
@@ -32,9 +33,11 @@ type leans struct {
 	wg      sync.WaitGroup
 }
 
-// lean makes this vendor, which serves strict tag from memory as its
-// leader, take most of the tag's requests itself, until it no longer leads
-// it or serves segments, or the service closes. It returns at once.
+// lean makes this vendor take most of strict tag's requests itself: it
+// serves the tag from memory as its leader, and other vendors pass it the
+// tag's requests (Segments.Leans; alone, it has nothing to gain). It lasts
+// until the vendor no longer leans or serves segments, or the service
+// closes. It returns at once.
 func (s *Service) lean(tag string) {
 	l := &s.leans
 	l.mu.Lock()
@@ -51,39 +54,72 @@ func (s *Service) lean(tag string) {
 }
 
 // leanOn subscribes LeanWeight members of the queue group to tag's subject,
-// each with a handler of its own, and drains them (every request they
-// received is answered) when the lead or the segments end, or stop closes.
+// all delivering to one goroutine with one handler, as micro's endpoint
+// does, and drains them (every request they received is answered) when the
+// lead or the segments end, or stop closes.
 func (s *Service) leanOn(tag string, stop chan struct{}) {
 	defer s.forget(tag, stop)
-	subject := s.cfg.Prefix + ".segment." + tag
+	in := make(chan *nats.Msg, leanPending)
 	var subs []*nats.Subscription
-	defer func() {
-		for _, sub := range subs {
-			sub.Drain()
-		}
-	}()
 	for range LeanWeight {
-		h := s.guard(ModeSegment, &segmentHandler{s: s, src: s.cfg.Segments, prefix: s.cfg.Prefix + ".segment.", leaning: true})
-		sub, err := s.nc.QueueSubscribe(subject, s.cfg.QueueGroup, func(m *nats.Msg) { h.Handle(msgRequest{m, s.nc}) })
+		sub, err := s.nc.ChanQueueSubscribe(s.cfg.Prefix+".segment."+tag, s.cfg.QueueGroup, in)
 		if err != nil {
 			s.log.Warn("taking a strict tag's requests directly as its leader", "tag", tag, "err", err)
-			return
+			break
 		}
 		subs = append(subs, sub)
 	}
+	h := s.guard(ModeSegment, &segmentHandler{s: s, src: s.cfg.Segments, prefix: s.cfg.Prefix + ".segment.", leaning: true})
+	serve := func(m *nats.Msg) { h.Handle(msgRequest{m, s.nc}) }
 	tick := time.NewTicker(leanCheck)
 	defer tick.Stop()
-	for {
+	for len(subs) == LeanWeight {
 		select {
+		case m := <-in:
+			serve(m)
 		case <-stop:
-			return
+			subs = drain(subs, in, serve)
 		case <-tick.C:
-			if !s.cfg.Segments.Leads(tag) || !s.Serving().Segments {
-				return
+			if !s.cfg.Segments.Leans(tag) || !s.Serving().Segments {
+				subs = drain(subs, in, serve)
 			}
 		}
 	}
+	drain(subs, in, serve)
 }
+
+// leanPending is how many requests a lean holds for its goroutine; more
+// are dropped (a slow consumer), as micro's endpoint drops past its limits.
+const leanPending = 1 << 16
+
+// drain drains subs, serving what they deliver to in until they are
+// closed (at most leanDrain), and returns none.
+func drain(subs []*nats.Subscription, in chan *nats.Msg, serve func(*nats.Msg)) []*nats.Subscription {
+	for _, sub := range subs {
+		sub.Drain()
+	}
+	deadline := time.NewTimer(leanDrain)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case m := <-in:
+			serve(m)
+			continue
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+		}
+		if len(in) == 0 && !slices.ContainsFunc(subs, (*nats.Subscription).IsValid) {
+			return nil
+		}
+	}
+}
+
+// leanDrain bounds a lean's drain: the round trip to the server that
+// delivers what it sent before the unsubscribe.
+const leanDrain = 5 * time.Second
 
 // forget ends tag's lean in the table, if stop is still its.
 func (s *Service) forget(tag string, stop chan struct{}) {

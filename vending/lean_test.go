@@ -45,7 +45,7 @@ func (s *strictTag) TakeRanges(_ context.Context, _ string, dst []ids.Range, n i
 
 func (*strictTag) IsStrict(string) bool                 { return true }
 func (*strictTag) HandOff(string, vending.Handing) bool { return false }
-func (s *strictTag) Leads(string) bool                  { return s.leads.Load() }
+func (s *strictTag) Leans(string) bool                  { return s.leads.Load() }
 
 // A strict tag's leader takes most of the tag's requests itself (16 of the
 // queue group's members are its), from the first it serves from memory

@@ -49,7 +49,7 @@ func startLimitedVendor(t *testing.T, nc *nats.Conn, rate, burst, requesterRate 
 type allocator struct{ *segment.Allocator }
 
 func (allocator) HandOff(string, vending.Handing) bool { return false }
-func (allocator) Leads(string) bool                    { return false }
+func (allocator) Leans(string) bool                    { return false }
 
 // A 429 says what the client must do: a batch above the burst carries the
 // most one request may ask for (and is not retried), one within it when to

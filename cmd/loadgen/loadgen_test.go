@@ -24,7 +24,7 @@ type counterSegments struct{ next int64 }
 
 func (*counterSegments) IsStrict(string) bool                 { return false }
 func (*counterSegments) HandOff(string, vending.Handing) bool { return false }
-func (*counterSegments) Leads(string) bool                    { return false }
+func (*counterSegments) Leans(string) bool                    { return false }
 
 var _ vending.Segments = (*counterSegments)(nil)
 
