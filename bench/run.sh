@@ -270,8 +270,9 @@ fi
 
 if [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = j ]; then
 # ---- (j) a strict tag vs a normal tag, single-ID requests -----------------
-# One leader serves a strict tag; with 3 vendors the other two hand its
-# requests to it over NATS (it answers the clients). Paired per round: normal then strict on the same
+# One leader serves a strict tag; with 3 vendors it leans towards the tag
+# (takes about 17 in 19 of its requests itself) and the other two hand it
+# the rest over NATS (it answers the clients). Paired per round: normal then strict on the same
 # vendors.
 LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add jnormal -step 1000 >/dev/null
 LEAF_NATS_URL="$NATS" LEAF_POSTGRES_URL="$PG" LEAF_HTTP_ADDR="" "$BIN/vendor" tags add jstrict -step 1000 -strict >/dev/null
@@ -288,7 +289,7 @@ for n in 1 3; do
 	done
 	J_R=$(median "${JR[@]}")
 	row "(j) strict tag single-ID req/s, c=$C, $n vendor(s) (median of $ROUNDS)" "$(fmt0 "$(median "${JS[@]}")") (rounds: $(rounds "${JS[@]}"))" \
-		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.8" "$(ok "$J_R" 0.8)"
+		"normal tag, same vendors $(fmt0 "$(median "${JN[@]}")") (rounds: $(rounds "${JN[@]}"))" "$J_R (rounds: ${JR[*]})" ">= 0.9" "$(ok "$J_R" 0.9)"
 done
 fi
 

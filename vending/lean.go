@@ -111,7 +111,8 @@ func drain(subs []*nats.Subscription, in chan *nats.Msg, serve func(*nats.Msg)) 
 			return nil
 		case <-tick.C:
 		}
-		if len(in) == 0 && !slices.ContainsFunc(subs, (*nats.Subscription).IsValid) {
+		// Closed first: a closed subscription delivers nothing more.
+		if !slices.ContainsFunc(subs, (*nats.Subscription).IsValid) && len(in) == 0 {
 			return nil
 		}
 	}
