@@ -2,9 +2,7 @@ package vending_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,27 +133,22 @@ func TestLeaderLeansTowardsItsTag(t *testing.T) {
 
 func decodeAll(t *testing.T, enc string, data []byte) []int64 {
 	t.Helper()
-	if enc == vending.EncodingRanges {
-		rs, err := vending.DecodeRanges(nil, data)
+	if enc != vending.EncodingRanges {
+		out, err := vending.DecodeText(nil, data)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var out []int64
-		for _, r := range rs {
-			for k := range r.Count {
-				out = append(out, r.First+k)
-			}
+			t.Fatalf("%q: %v", data, err)
 		}
 		return out
 	}
+	rs, err := vending.DecodeRanges(nil, data)
+	if err != nil {
+		t.Fatalf("%q: %v", data, err)
+	}
 	var out []int64
-	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSuffix(line, "\n")
-		v, err := strconv.ParseInt(line, 10, 64)
-		if err != nil {
-			t.Fatal(fmt.Errorf("%q: %w", data, err))
+	for _, r := range rs {
+		for k := range r.Count {
+			out = append(out, r.First+k)
 		}
-		out = append(out, v)
 	}
 	return out
 }
