@@ -619,6 +619,61 @@ func (m *fakeMarks) Settle(tag string, end int64, committed bool) {
 	}
 }
 
+// eagerMarks record a mark when asked, before the allocation commits, as
+// the marks in NATS do.
+type eagerMarks struct{ *fakeMarks }
+
+func (m eagerMarks) Record(ctx context.Context, tag string, end int64) error {
+	m.mu.Lock()
+	m.marks[tag] = max(m.marks[tag], end)
+	m.mu.Unlock()
+	return m.fakeMarks.Record(ctx, tag, end)
+}
+
+// An allocation that recorded its mark and then failed (the store
+// restarting under it) leaves the store below the mark without the store
+// having gone back: the next allocation starts above the mark and counts
+// no rewind. A store that then does go back still counts.
+func TestFailedAllocationIsNoRewind(t *testing.T) {
+	marks := eagerMarks{&fakeMarks{marks: map[string]int64{}}}
+	store := newFakeStore(100, "order")
+	clock := newFakeClock()
+	a := open(t, store, segment.Options{Marks: marks, Now: clock.Now})
+	take(t, a, "order", 150)
+	nextReady(t, a, "order")
+	store.set(func(f *fakeStore) { f.aborts = 1 })
+	var ids []int64
+	for aborts, after, deadline := 1, 0, time.Now().Add(10*time.Second); after < 300; store.set(func(f *fakeStore) { aborts = f.aborts }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("in 10s: %d IDs taken, %d of them after the aborted allocation", len(ids), after)
+		}
+		got, err := a.Take(context.Background(), "order", nil, 1)
+		if err != nil {
+			clock.Add(time.Second) // past the back-off after a failed load
+			continue
+		}
+		ids = append(ids, got...)
+		if aborts == 0 {
+			after++
+		}
+	}
+	if n, rw := a.Rewinds(); n != 0 {
+		t.Fatalf("an allocation that failed after its mark counted as a rewind: %d, %+v", n, rw)
+	}
+	seen := map[int64]bool{}
+	for _, id := range ids {
+		if id <= 150 || seen[id] {
+			t.Fatalf("ID %d again", id)
+		}
+		seen[id] = true
+	}
+	store.set(func(f *fakeStore) { r := f.rows["order"]; r.MaxID = 1; f.rows["order"] = r })
+	take(t, a, "order", 1000)
+	if n, _ := a.Rewinds(); n != 1 {
+		t.Fatalf("a store that went back after a failed allocation: %d rewinds, want 1", n)
+	}
+}
+
 // A store that comes back older than what was handed out is raised above
 // it in the allocation that finds it: above this allocator's own segments
 // without marks, above the marks with them; each time is counted.

@@ -3,6 +3,7 @@ package segment_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -30,6 +31,9 @@ type fakeStore struct {
 	// allocated meanwhile, and it runs the floor again on the row.
 	stale    int64
 	inflight int // calls running
+	// aborts is how many Allocs fail after the floor ran, the row
+	// unchanged: a commit the store aborted (Postgres restarting).
+	aborts int
 }
 
 var _ segment.Store = (*fakeStore)(nil)
@@ -88,6 +92,10 @@ func (f *fakeStore) Alloc(ctx context.Context, tag string, step int64, floor seg
 			return segment.Row{}, err
 		}
 		r.MaxID, end = base, e
+	}
+	if f.aborts > 0 {
+		f.aborts--
+		return segment.Row{}, errors.New("the commit was aborted: the database system is shutting down")
 	}
 	r.Allocated = segment.Grant(r.MaxID, cmp.Or(step, r.Step), end)
 	if r.Allocated == 0 {
