@@ -138,7 +138,7 @@ func (p *natsProc) run(conf string) {
 	t.Helper()
 	p.out, p.done = newLogBuffer(), make(chan struct{})
 	p.cmd = exec.Command(p.bin, "-config", conf, "-listen", p.addr, "-store", p.store, "-http", p.mon)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out // the passwords come from the environment writeDocsConf set
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out // the passwords come from the environment runTests set
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,14 @@ func runTests(m *testing.M) int {
 	if addr := os.Getenv(holdAddrVar); addr != "" {
 		return connHolder(addr)
 	}
+	// The passwords of the shipped configuration, constants, for every
+	// test that runs it (writeDocsConf).
+	for k, user := range docsPasswordVars {
+		if err := os.Setenv(k, docsPassword(user)); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
 	dir, err := os.MkdirTemp("", "leaf-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
