@@ -760,6 +760,7 @@ func dropped(vendors []*vendor, why string) int {
 // collected before, during and after hold no repeat, and every request of
 // (b) is counted dropped.
 func TestAttackReplySubjects(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	d := startDocsNATS(t)
 	vendorCommand(t, d.env("leaf-admin"), "tags", "add", "order", "-step", "1000")
@@ -904,6 +905,7 @@ func nextStrictID(t testing.TB, nc *nats.Conn, tl *tally, subject string) int64 
 // LEAF_SEGMENT_RATE_LIMIT, range requests beyond the rate get 429 while the
 // IDs handed out stay within it.
 func TestAttackVendorSubjects(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	const maxRange, rate = 100_000, 200_000
 	d := startDocsNATS(t)

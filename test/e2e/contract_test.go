@@ -212,6 +212,7 @@ func TestWipedNATSStore(t *testing.T) {
 // in a soak). Its own stale lease holds the ID for up to a TTL: it must
 // wait for it, saying so, and serve, never exit, and never repeat an ID.
 func TestStaticWorkerIDRestartAfterKill(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	nats := startNATS(t)
 	// A TTL longer than the 3s a static ID's file reserves, so the wait is
 	// the lease's.
@@ -384,6 +385,7 @@ func TestSkewedClockClaimsNothing(t *testing.T) {
 // naming both epochs; the serving vendor records the contract again and
 // keeps serving. No ID may repeat.
 func TestContractLostUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	nats := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_WORKER_ID_RANGE": "906-906", "LEAF_WORKER_LEASE_TTL": "6s"}
 	a := startVendor(t, "A", env)
@@ -429,6 +431,7 @@ func TestContractLostUnderLoad(t *testing.T) {
 // Postgres, the contracts agree, and it finds the peer vending with worker
 // ID 5. No ID may repeat.
 func TestTwoJetStreamDomains(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -440,6 +443,7 @@ func TestTwoJetStreamDomains(t *testing.T) {
 		{"one Postgres", map[string]string{"LEAF_POSTGRES_URL": pgtest.DSN(t)}, "vends with worker ID 5 too"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on servers of its own
 			leafPort := natstest.FreePort(t)
 			hub := natstest.ServerWith(t, natsserver.Config{Name: "hub", Configure: func(o *server.Options) {
 				o.JetStreamDomain = "hub"

@@ -84,6 +84,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 // stream has no leader yet ("kv: read last timestamp of worker ID N: nats:
 // no responders available for request").
 func TestFirstStartOnCluster(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	// The vendors' logs are dumped after a failure, last to first: say
 	// what failed again after them, where a log's tail shows it.
 	var failures []string

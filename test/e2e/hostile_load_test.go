@@ -1026,6 +1026,7 @@ func attackInboxes(t *testing.T, layout string, edit confEdit, vendorName string
 // first and is reported, not checked: there it saw them and delivered
 // 10 MB.
 func TestHostileLoadInboxes(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	shared := attackInboxes(t, "one account for both", sharedAccount, "i1-")
 	own := attackInboxes(t, "an account each", ownAccount, "i2-")

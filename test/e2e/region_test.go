@@ -265,6 +265,7 @@ func TestRegionsThroughAPartition(t *testing.T) {
 // each, serve the same tag and snowflake IDs: no ID repeats, since each
 // region's IDs are its own, and each decodes the other's IDs to its region.
 func TestRegionsThatNeverTalk(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	rs := startRegions(t, false, "east", "west")
 	addRegionTags(t, rs)
 	for _, r := range rs {

@@ -108,6 +108,7 @@ func highestOf(tl *tally) func() int64 {
 // NATS, log it, count it in /metrics and note it in /readyz while ready; no
 // ID may repeat.
 func TestRewindPostgresRestored(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	pg := pgtest.StartServer(t)
 	nats := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_POSTGRES_URL": pg.DSN(), "LEAF_SEGMENT_MAX_STEP": rewindMaxStep}
@@ -149,6 +150,7 @@ func TestRewindPostgresRestored(t *testing.T) {
 // while the others reconnect allocates without their marks: the limit
 // docs/operations.md states ("What cannot be repaired").
 func TestRewindNATSRestored(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	natsRestored(t, "NATS store restored:", 30*time.Second)
 }
 
@@ -160,6 +162,7 @@ func TestRewindNATSRestored(t *testing.T) {
 // a segment (docs/guarantees.md#limits): this test measures how many, and
 // fails if any snowflake ID repeats or the store is not raised.
 func TestRewindNATSRestoredPastTheLease(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	natsRestored(t, "NATS store restored, copy older than the 3s lease TTL:", 3*time.Second)
 }
 
@@ -245,6 +248,7 @@ func natsRestored(t *testing.T, name string, ttl time.Duration) {
 // its deadline over X's lost IDs, and the next claim of 5 waits that out
 // (about a TTL), by when phantom 6 may have expired too.
 func TestRewindQuietClaim(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	for _, tc := range []struct {
 		name   string
 		frozen bool
@@ -257,7 +261,10 @@ func TestRewindQuietClaim(t *testing.T) {
 		// claim is not in the store, and another is.
 		{"holder unreachable", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { quietClaim(t, "quiet claim, "+tc.name, tc.frozen) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on a server of its own
+			quietClaim(t, "quiet claim, "+tc.name, tc.frozen)
+		})
 	}
 }
 
