@@ -17,6 +17,7 @@ import (
 // leader, and no ID repeats. Renewal failures during the election are
 // logged; a vendor that lost its lease must notice and claim again.
 func TestClusterLeaderLoss(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	nats := startNATSCluster(t, 3)
 	env := map[string]string{
 		"LEAF_NATS_URL":         nats.url(),
