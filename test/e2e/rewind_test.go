@@ -161,8 +161,12 @@ func TestRewindNATSRestored(t *testing.T) {
 // repeat (a claim hears every vendor for 1.5 s); segments can still repeat
 // a segment (docs/guarantees.md#limits): this test measures how many, and
 // fails if any snowflake ID repeats or the store is not raised.
+//
+// It runs alone, not in parallel: its check of snowflake rests on the
+// vendors reconnecting within a claim's 1.5 s, and the segment repeats it
+// measures (docs/guarantees.md#limits) grow on a busier machine (24,560 in
+// a run beside two other scenarios, against 0 to 12,997 alone).
 func TestRewindNATSRestoredPastTheLease(t *testing.T) {
-	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	natsRestored(t, "NATS store restored, copy older than the 3s lease TTL:", 3*time.Second)
 }
 
