@@ -48,8 +48,9 @@
 //
 // The scenarios that mostly wait (for lease TTLs, restarts, partitions)
 // and check no latency, CPU or memory figure call t.Parallel: go test runs
-// them after the others, a few at a time (-parallel, GOMAXPROCS by
-// default), each on servers of its own. Those that measure, flood the
+// them after the others, three at a time (or GOMAXPROCS, when more; a
+// -parallel flag overrides it: TestMain sets this package's default), each
+// on servers of its own. Those that measure, flood the
 // machine or change what the whole process shares (its open-files limit)
 // run alone. A server a test restarts on the same port takes it from
 // natstest.FreePort, below the ephemeral range, where the port-0 listeners
