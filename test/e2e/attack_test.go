@@ -108,15 +108,21 @@ type docsNATS struct {
 // becomes with, which keeps the anchor when it adds to it.
 type confEdit struct{ anchor, with string }
 
+// docsPasswordVars are the environment variables the shipped
+// configuration reads its passwords from, and the users they are of.
+// runTests sets them once for the whole run (t.Setenv would keep the tests
+// that start docsNATS from running in parallel). The vendors read none of
+// them (vendorEnv drops every LEAF_ variable; NATS_SYS_PASSWORD is the
+// server's).
+var docsPasswordVars = map[string]string{"LEAF_VENDOR_PASSWORD": "leaf-vendor", "LEAF_CLIENT_PASSWORD": "leaf-client",
+	"LEAF_ADMIN_PASSWORD": "leaf-admin", "NATS_SYS_PASSWORD": "sys"}
+
 // writeDocsConf writes the test's copy of the shipped configuration to
-// dir, with insideUsers added and then edits made, sets the passwords it
-// reads from the environment, and returns its nats-server-single.conf.
+// dir, with insideUsers added and then edits made, and returns its
+// nats-server-single.conf, which reads the passwords from the environment
+// (docsPasswordVars).
 func writeDocsConf(t *testing.T, dir string, edits ...confEdit) string {
 	t.Helper()
-	for k, user := range map[string]string{"LEAF_VENDOR_PASSWORD": "leaf-vendor", "LEAF_CLIENT_PASSWORD": "leaf-client",
-		"LEAF_ADMIN_PASSWORD": "leaf-admin", "NATS_SYS_PASSWORD": "sys"} {
-		t.Setenv(k, docsPassword(user))
-	}
 	names := []string{"nats-server-single.conf", "nats-accounts.conf"}
 	confs := make([][]byte, len(names))
 	for i, name := range names {
@@ -754,6 +760,7 @@ func dropped(vendors []*vendor, why string) int {
 // collected before, during and after hold no repeat, and every request of
 // (b) is counted dropped.
 func TestAttackReplySubjects(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	d := startDocsNATS(t)
 	vendorCommand(t, d.env("leaf-admin"), "tags", "add", "order", "-step", "1000")
@@ -898,6 +905,7 @@ func nextStrictID(t testing.TB, nc *nats.Conn, tl *tally, subject string) int64 
 // LEAF_SEGMENT_RATE_LIMIT, range requests beyond the rate get 429 while the
 // IDs handed out stay within it.
 func TestAttackVendorSubjects(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	const maxRange, rate = 100_000, 200_000
 	d := startDocsNATS(t)

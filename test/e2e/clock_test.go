@@ -43,6 +43,7 @@ func (c *clockOffset) step(v *vendor, d string) {
 // (twice the default tolerance: brief 503s at most) and 10s (503s that say
 // the clock moved back, until real time catches up). No ID may repeat.
 func TestClockStepBack(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	nats := startNATS(t)
 	offset := newClockOffset(t)
 	v := startVendor(t, "V", map[string]string{
@@ -75,6 +76,7 @@ func TestClockStepBack(t *testing.T) {
 // start after every ID the dead vendor made: the worker ID's recorded last
 // timestamp must never move back below an ID already made.
 func TestClockBehindAtCrash(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	const id, ttl = 7, 3 * time.Second
 	nats := startNATS(t)
 	js := nats.js(t)

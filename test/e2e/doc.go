@@ -46,6 +46,18 @@
 // by code, elapsed) with t.Logf and on standard output; go test shows them
 // with -v, and LEAF_E2E_SUMMARY=<file> appends them to a file.
 //
+// The scenarios that mostly wait (for lease TTLs, restarts, partitions)
+// and check no latency, CPU or memory figure call t.Parallel: go test runs
+// them after the others, three at a time (or GOMAXPROCS, when more; a
+// -parallel flag overrides it: TestMain sets this package's default), each
+// on servers of its own. Those that measure, flood the
+// machine or change what the whole process shares (its open-files limit)
+// run alone. A server a test restarts on the same port takes it from
+// natstest.FreePort, below the ephemeral range, where the port-0 listeners
+// of the tests beside it never land. A test that sets the environment
+// (t.Setenv) cannot run in parallel: what every test needs is set once, in
+// runTests.
+//
 // Run the suite with scripts/test.sh ./test/e2e/..., which provides
 // Postgres. With CI=true, tests that cannot get Postgres fail instead of
 // skipping. The defaults fit a two-core CI machine in a few minutes:

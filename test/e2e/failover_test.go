@@ -17,6 +17,7 @@ import (
 // leader, and no ID repeats. Renewal failures during the election are
 // logged; a vendor that lost its lease must notice and claim again.
 func TestClusterLeaderLoss(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	nats := startNATSCluster(t, 3)
 	env := map[string]string{
 		"LEAF_NATS_URL":         nats.url(),
@@ -84,6 +85,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 // stream has no leader yet ("kv: read last timestamp of worker ID N: nats:
 // no responders available for request").
 func TestFirstStartOnCluster(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	// The vendors' logs are dumped after a failure, last to first: say
 	// what failed again after them, where a log's tail shows it.
 	var failures []string

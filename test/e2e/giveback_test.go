@@ -14,8 +14,10 @@ import (
 // next ID is the 6th, on both stores (it was the 2,001st; measured with
 // LEAF_SEGMENT_GIVE_BACK=false next to it).
 func TestCleanRestartSkipsNoID(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	for _, store := range []string{"kv", "postgres"} {
 		t.Run(store, func(t *testing.T) {
+			t.Parallel() // each on servers of its own
 			ns := startNATS(t)
 			env := map[string]string{"LEAF_NATS_URL": ns.url()}
 			if store == "postgres" {
@@ -61,6 +63,7 @@ func TestCleanRestartSkipsNoID(t *testing.T) {
 // give back, so with three vendors under load most of what the others
 // held stays skipped: the counts are reported, not compared.
 func TestRollingRestartUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	ns := startNATS(t)
 	nc := ns.conn(t)
 	gaps := map[string]int64{}

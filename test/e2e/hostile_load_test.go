@@ -138,7 +138,7 @@ func (p *natsProc) run(conf string) {
 	t.Helper()
 	p.out, p.done = newLogBuffer(), make(chan struct{})
 	p.cmd = exec.Command(p.bin, "-config", conf, "-listen", p.addr, "-store", p.store, "-http", p.mon)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out // the passwords come from the environment writeDocsConf set
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out // the passwords come from the environment runTests set
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -1026,6 +1026,7 @@ func attackInboxes(t *testing.T, layout string, edit confEdit, vendorName string
 // first and is reported, not checked: there it saw them and delivered
 // 10 MB.
 func TestHostileLoadInboxes(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	shared := attackInboxes(t, "one account for both", sharedAccount, "i1-")
 	own := attackInboxes(t, "an account each", ownAccount, "i2-")

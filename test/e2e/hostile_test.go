@@ -97,6 +97,7 @@ func hostileRequests() []hostile {
 // route, anything but IDs; the vendors must keep running and serving, and
 // neither store may change.
 func TestHostileRequests(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	start := time.Now()
 	// One NATS per store: vendors sharing a NATS share one segment store
 	// (the cluster contract).

@@ -29,6 +29,7 @@ import (
 // (LEAF_SNOWFLAKE_LAYOUT=js53) it learns the layout from the service info
 // and the snowflake IDs are plain JavaScript numbers, every digit intact.
 func TestJavaScriptExample(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	node, npm := testtool.Path(t, "node"), testtool.Path(t, "npm")
 	dir := t.TempDir()
 	for _, f := range []string{"package.json", "package-lock.json", "leaf.mjs"} {

@@ -17,6 +17,7 @@ import (
 // told to set LEAF_SNOWFLAKE_LAYOUT=js53, and `vendor cluster show` names
 // the layout.
 func TestJS53Layout(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	nats := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": nats.url(), "LEAF_SNOWFLAKE_LAYOUT": "js53"}
 	a := startVendor(t, "js53", env)

@@ -69,6 +69,7 @@ func checkHandover(t testing.TB, old, next []int64, worker int) {
 // B with its clock 5s behind A's. A and B serve different subject prefixes
 // so every reply is known to come from one of them.
 func TestLeaseExpiryAndReuse(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	for _, tc := range []struct {
 		name    string
 		ttl     time.Duration
@@ -79,7 +80,10 @@ func TestLeaseExpiryAndReuse(t *testing.T) {
 		// clock passes A's last reservation, at most one TTL.
 		{"new holder 5s behind", 8 * time.Second, "-5s"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { leaseReuse(t, tc.ttl, tc.offsetB) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on a server of its own
+			leaseReuse(t, tc.ttl, tc.offsetB)
+		})
 	}
 }
 

@@ -53,6 +53,7 @@ func runLoadgen(t testing.TB, bin string, args ...string) (map[string]any, int) 
 // can fail; a strict tag never does. The history of each run, checked
 // offline, counts what the run counted.
 func TestLoadgenOrder(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	ns := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": ns.url(), "LEAF_POSTGRES_URL": pgtest.DSN(t)}
 	vendorCommand(t, env, "tags", "add", "plain", "-step", "10")

@@ -38,6 +38,7 @@ const (
 
 // TestRewriteKVLive: the KV segment store's row rewritten with nats kv put.
 func TestRewriteKVLive(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	ns := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": ns.url(), "LEAF_SEGMENT_MAX_STEP": rewindMaxStep}
 	js, err := jetstream.New(ns.conn(t))
@@ -71,6 +72,7 @@ func TestRewriteKVLive(t *testing.T) {
 
 // TestRewritePostgresLive: leaf_alloc's row rewritten by a DBA's UPDATE.
 func TestRewritePostgresLive(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	pg := pgtest.StartServer(t)
 	ns := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": ns.url(), "LEAF_POSTGRES_URL": pg.DSN(), "LEAF_SEGMENT_MAX_STEP": rewindMaxStep}

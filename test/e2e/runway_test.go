@@ -73,6 +73,7 @@ func TestTagRunsOut(t *testing.T) {
 // at once, in ranges: one allocation of exactly that many (and one
 // preload), answered at once.
 func TestBigFirstRequest(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	pg := pgtest.StartServer(t)
 	ns := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": ns.url(), "LEAF_POSTGRES_URL": pg.DSN(), "LEAF_MAX_RANGE_BATCH": "1000000000"}
@@ -94,6 +95,7 @@ func TestBigFirstRequest(t *testing.T) {
 // TestModeSwitchUnderLoad turns a tag strict and normal again, five times,
 // under load on two vendors: no request is answered 500, and no ID repeats.
 func TestModeSwitchUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	ns := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": ns.url(), "LEAF_STRICT_LEASE_TTL": "2s"}
 	vendorCommand(t, env, "tags", "add", "sw", "-step", "1000")

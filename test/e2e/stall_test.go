@@ -15,6 +15,7 @@ import (
 // first allocation waited for the dead vendor's mark; 3.9-5.2s after, with
 // 5s strict leases). No timing is asserted.
 func TestStrictLeaderKillKV(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	ns := startNATS(t)
 	env := map[string]string{"LEAF_NATS_URL": ns.url(), "LEAF_STRICT_LEASE_TTL": "5s", "LEAF_WORKER_LEASE_TTL": "30s"}
 	js0, _ := jetstream.New(ns.conn(t))

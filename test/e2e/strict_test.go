@@ -102,6 +102,7 @@ func (v *vendor) pid() int {
 // below that request's, no ID repeats, and every fault is over within a
 // few lease TTLs.
 func TestStrictTagOrderUnderFaults(t *testing.T) {
+	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	ns := startRestartableNATS(t)
 	ttl := 2 * time.Second
 	env := map[string]string{
