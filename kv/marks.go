@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,6 +23,15 @@ const MarksBucket = "leaf_segment_marks"
 // Marks keeps segment marks in MarksBucket.
 type Marks struct {
 	kv jetstream.KeyValue
+
+	mu     sync.Mutex
+	raised map[raise]int64 // the marks this vendor raised, not settled: the mark before
+}
+
+// raise is a mark raised to end by this vendor's Record.
+type raise struct {
+	tag string
+	end int64
 }
 
 var _ segment.Marks = (*Marks)(nil)
@@ -39,7 +50,7 @@ func OpenMarks(ctx context.Context, js JS, replicas int) (*Marks, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Marks{kv: b}, nil
+	return &Marks{kv: b, raised: map[raise]int64{}}, nil
 }
 
 // Mark returns tag's mark, 0 when none is recorded.
@@ -95,6 +106,9 @@ func (m *Marks) Record(ctx context.Context, tag string, end int64) error {
 		}
 		switch {
 		case err == nil:
+			m.mu.Lock()
+			m.raised[raise{tag, end}] = mark
+			m.mu.Unlock()
 			return nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // another vendor recorded meanwhile: look again
@@ -104,11 +118,32 @@ func (m *Marks) Record(ctx context.Context, tag string, end int64) error {
 	}
 }
 
-// Settle does nothing: the mark Record raised before the allocation
-// committed stays, also when it did not commit (a failed commit under the
-// row's lock, which is rare); the next allocation then skips the IDs below
-// it, reading the store as gone back.
-func (m *Marks) Settle(string, int64, bool) {}
+// Settle ends an allocation Record raised the mark for. One that did not
+// commit (Postgres restarting under it) lowers the mark back to what it
+// was, in the background and with compare-and-set, so that the next
+// allocation does not read the store as gone back: under the row's lock
+// no other allocation recorded meanwhile, and one that records after
+// raises the mark above this one's end, which the compare-and-set then
+// leaves alone. A mark that cannot be lowered stays high, which skips IDs,
+// never repeats one.
+func (m *Marks) Settle(tag string, end int64, committed bool) {
+	m.mu.Lock()
+	before, ok := m.raised[raise{tag, end}]
+	delete(m.raised, raise{tag, end})
+	m.mu.Unlock()
+	if committed || !ok || before < 1 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		m.Lower(ctx, tag, end, before) // not lowered: IDs skipped, none repeated
+	}()
+}
+
+// settleTimeout bounds lowering a mark an allocation that did not commit
+// raised.
+const settleTimeout = 5 * time.Second
 
 var _ segment.Lowerer = (*Marks)(nil)
 
