@@ -112,7 +112,8 @@ func highestOf(tl *tally) func() int64 {
 // stops Postgres has recorded its mark and fails to commit, and the next
 // allocation finds the store below that mark and says it went back before
 // it did (failing the test); on a busier machine allocations take longer
-// and are caught more often (it failed so in one run beside two others).
+// and are caught more often (it failed so in a run beside two others, and
+// once alone while another program loaded the machine).
 func TestRewindPostgresRestored(t *testing.T) {
 	pg := pgtest.StartServer(t)
 	nats := startNATS(t)
@@ -154,8 +155,12 @@ func TestRewindPostgresRestored(t *testing.T) {
 // two vendors. A copy older than a lease lists none, and a vendor started
 // while the others reconnect allocates without their marks: the limit
 // docs/operations.md states ("What cannot be repaired").
+//
+// It runs alone, not in parallel, as TestRewindPostgresRestored does and
+// for the same reason: a segment's compare-and-set under way when the copy
+// stops the server leaves a mark above the store, and a vendor reported the
+// store gone back before the restore in one run beside two others.
 func TestRewindNATSRestored(t *testing.T) {
-	t.Parallel() // mostly waiting, and checks no latency, CPU or memory (doc.go)
 	natsRestored(t, "NATS store restored:", 30*time.Second)
 }
 
