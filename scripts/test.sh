@@ -103,8 +103,8 @@ sim_seed() {
 }
 sim_seed
 rc=0
-# The fault tests (test/e2e) take about 15 minutes on a busy two-core
-# machine, 25 on a loaded one: their binary gets 40 before go test stops it.
+# The fault tests (test/e2e) take about 10 minutes on a two-core machine,
+# longer on a loaded one: their binary gets 40 before go test stops it.
 go test -race -count=1 -timeout 40m "${@:-./...}" || rc=$?
 sim_seed
 [ "$rc" = 0 ] || exit "$rc"
