@@ -120,12 +120,12 @@ func (m *Marks) Record(ctx context.Context, tag string, end int64) error {
 
 // Settle ends an allocation Record raised the mark for. One that did not
 // commit (Postgres restarting under it) lowers the mark back to what it
-// was, in the background and with compare-and-set, so that the next
-// allocation does not read the store as gone back: under the row's lock
-// no other allocation recorded meanwhile, and one that records after
-// raises the mark above this one's end, which the compare-and-set then
-// leaves alone. A mark that cannot be lowered stays high, which skips IDs,
-// never repeats one.
+// was, with compare-and-set, before the next allocation reads it, which
+// would otherwise read the store as gone back: under the row's lock no
+// other allocation recorded meanwhile, and one that records after raises
+// the mark above this one's end, which the compare-and-set then leaves
+// alone. A mark that cannot be lowered (NATS down too) stays high, which
+// skips IDs, never repeats one.
 func (m *Marks) Settle(tag string, end int64, committed bool) {
 	m.mu.Lock()
 	before, ok := m.raised[raise{tag, end}]
@@ -134,16 +134,14 @@ func (m *Marks) Settle(tag string, end int64, committed bool) {
 	if committed || !ok || before < 1 {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		defer cancel()
-		m.Lower(ctx, tag, end, before) // not lowered: IDs skipped, none repeated
-	}()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	m.Lower(ctx, tag, end, before) // not lowered: IDs skipped, none repeated
 }
 
-// settleTimeout bounds lowering a mark an allocation that did not commit
-// raised.
-const settleTimeout = 5 * time.Second
+// settleTimeout bounds lowering the mark of an allocation that did not
+// commit: the allocation has failed already, and waits no longer for it.
+const settleTimeout = 2 * time.Second
 
 var _ segment.Lowerer = (*Marks)(nil)
 

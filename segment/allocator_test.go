@@ -619,23 +619,40 @@ func (m *fakeMarks) Settle(tag string, end int64, committed bool) {
 	}
 }
 
-// eagerMarks record a mark when asked, before the allocation commits, as
-// the marks in NATS do.
-type eagerMarks struct{ *fakeMarks }
+// eagerMarks record a mark when asked, before the allocation commits, and
+// lower it back when it settles uncommitted, as the marks in NATS do
+// (kv.Marks).
+type eagerMarks struct {
+	*fakeMarks
+	before map[int64]int64 // end recorded -> the mark before
+}
 
 func (m eagerMarks) Record(ctx context.Context, tag string, end int64) error {
 	m.mu.Lock()
-	m.marks[tag] = max(m.marks[tag], end)
+	if end > m.marks[tag] {
+		m.before[end], m.marks[tag] = m.marks[tag], end
+	}
 	m.mu.Unlock()
 	return m.fakeMarks.Record(ctx, tag, end)
 }
 
+func (m eagerMarks) Settle(tag string, end int64, committed bool) {
+	m.mu.Lock()
+	if before, ok := m.before[end]; ok && !committed && m.marks[tag] == end {
+		m.marks[tag] = before
+	}
+	delete(m.before, end)
+	m.mu.Unlock()
+	m.fakeMarks.Settle(tag, end, committed)
+}
+
 // An allocation that recorded its mark and then failed (the store
-// restarting under it) leaves the store below the mark without the store
-// having gone back: the next allocation starts above the mark and counts
-// no rewind. A store that then does go back still counts.
+// restarting under it) is settled as not committed before the next
+// allocation reads the marks, which lower it back: the next allocation
+// counts no rewind, and no ID repeats. A store that then does go back
+// still counts.
 func TestFailedAllocationIsNoRewind(t *testing.T) {
-	marks := eagerMarks{&fakeMarks{marks: map[string]int64{}}}
+	marks := eagerMarks{&fakeMarks{marks: map[string]int64{}}, map[int64]int64{}}
 	store := newFakeStore(100, "order")
 	clock := newFakeClock()
 	a := open(t, store, segment.Options{Marks: marks, Now: clock.Now})

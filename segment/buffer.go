@@ -48,11 +48,6 @@ type buffer struct {
 	// high is the end of the highest segment allocated for the tag here:
 	// no allocation may start below it.
 	high int64
-	// unsettled is this vendor's last allocation that recorded its mark
-	// and then failed: the store's max_id it read and the mark's end. A
-	// store found at that max_id below that mark is where the allocation
-	// left it, not a store that went back (floor.run).
-	unsettled struct{ store, end int64 }
 	// allocated is how many IDs the store allocated for the tag here, in
 	// all: how busy the tag is (Allocator.Snapshot ranks metrics by it).
 	allocated int64

@@ -86,12 +86,6 @@ func (a *Allocator) Rewinds() (int64, Rewind) {
 func (a *Allocator) alloc(ctx context.Context, b *buffer, step int64) (Row, Segment, error) {
 	f := &floor{a: a, ctx: ctx, b: b}
 	row, err := a.opt.Store.Alloc(ctx, b.tag, step, f.run)
-	switch {
-	case err == nil:
-		b.setUnsettled(0, 0)
-	case f.held != 0: // recorded, then failed; a failure before keeps the last
-		b.setUnsettled(f.read, f.held)
-	}
 	f.settle(err == nil)
 	var seg Segment
 	if err == nil {
@@ -120,7 +114,6 @@ type floor struct {
 	b     *buffer
 	found *Rewind // the rewind the last run raised the row from; nil: none
 	held  int64   // the end the last run recorded in the marks; 0: none
-	read  int64   // the max_id the last run read
 }
 
 func (f *floor) run(maxID, step int64) (int64, int64, error) {
@@ -131,10 +124,8 @@ func (f *floor) run(maxID, step int64) (int64, int64, error) {
 	if err := a.opt.Block.check(b.tag, maxID); err != nil {
 		return 0, 0, err
 	}
-	f.read = maxID
 	b.mu.Lock()
 	mark, from := b.high, "this vendor, which served them"
-	unsettled := b.unsettled
 	b.mu.Unlock()
 	if a.opt.Marks != nil {
 		m, err := a.opt.Marks.Mark(f.ctx, b.tag)
@@ -146,16 +137,7 @@ func (f *floor) run(maxID, step int64) (int64, int64, error) {
 		}
 	}
 	base := maxID
-	switch {
-	case maxID >= mark:
-	case unsettled.store == maxID && unsettled.end == mark:
-		// This vendor's last allocation recorded its mark and failed
-		// (the store restarting): nothing above maxID was handed out,
-		// and the store did not go back. Above the mark all the same.
-		a.log.Info("segment: an allocation that failed left its mark above the store; allocating above it",
-			"tag", b.tag, "store_max_id", maxID, "mark", mark)
-		base = mark
-	default:
+	if maxID < mark {
 		f.found = &Rewind{Tag: b.tag, Store: maxID, Mark: mark, From: from, At: a.opt.Now()}
 		base = mark
 	}
@@ -166,14 +148,6 @@ func (f *floor) run(maxID, step int64) (int64, int64, error) {
 		f.held = base + n
 	}
 	return base, end, nil
-}
-
-// setUnsettled notes this vendor's last allocation of b that recorded its
-// mark, at end over a store at maxID, and failed (0, 0: none).
-func (b *buffer) setUnsettled(maxID, end int64) {
-	b.mu.Lock()
-	b.unsettled.store, b.unsettled.end = maxID, end
-	b.mu.Unlock()
 }
 
 // settle tells the marks whether the allocation the last run recorded
