@@ -658,22 +658,32 @@ func TestFailedAllocationIsNoRewind(t *testing.T) {
 	a := open(t, store, segment.Options{Marks: marks, Now: clock.Now})
 	take(t, a, "order", 150)
 	nextReady(t, a, "order")
-	store.set(func(f *fakeStore) { f.aborts = 1 })
+	// takeUntil takes IDs one at a time, past the back-off after a failed
+	// load, until done says so.
 	var ids []int64
-	for aborts, after, deadline := 1, 0, time.Now().Add(10*time.Second); after < 300; store.set(func(f *fakeStore) { aborts = f.aborts }) {
-		if time.Now().After(deadline) {
-			t.Fatalf("in 10s: %d IDs taken, %d of them after the aborted allocation", len(ids), after)
-		}
-		got, err := a.Take(context.Background(), "order", nil, 1)
-		if err != nil {
-			clock.Add(time.Second) // past the back-off after a failed load
-			continue
-		}
-		ids = append(ids, got...)
-		if aborts == 0 {
-			after++
+	takeUntil := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !done(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("in 10s (%d IDs taken): %s", len(ids), what)
+			}
+			got, err := a.Take(context.Background(), "order", nil, 1)
+			if err != nil {
+				clock.Add(time.Second)
+				continue
+			}
+			ids = append(ids, got...)
 		}
 	}
+	// above says whether an ID above the store's max_id at was served: one
+	// of a segment allocated since, whose allocation has been counted.
+	rowMax := func() (n int64) { store.set(func(f *fakeStore) { n = f.rows["order"].MaxID }); return n }
+	above := func(at int64) func() bool {
+		return func() bool { return len(ids) > 0 && slices.Max(ids) > at }
+	}
+	store.set(func(f *fakeStore) { f.aborts = 1 })
+	takeUntil("an allocation aborted", func() bool { var n int; store.set(func(f *fakeStore) { n = f.aborts }); return n == 0 })
+	takeUntil("an ID of an allocation after the aborted one", above(rowMax()))
 	if n, rw := a.Rewinds(); n != 0 {
 		t.Fatalf("an allocation that failed after its mark counted as a rewind: %d, %+v", n, rw)
 	}
@@ -684,8 +694,9 @@ func TestFailedAllocationIsNoRewind(t *testing.T) {
 		}
 		seen[id] = true
 	}
+	handed := rowMax()
 	store.set(func(f *fakeStore) { r := f.rows["order"]; r.MaxID = 1; f.rows["order"] = r })
-	take(t, a, "order", 1000)
+	takeUntil("an ID of an allocation after the store went back", above(handed))
 	if n, _ := a.Rewinds(); n != 1 {
 		t.Fatalf("a store that went back after a failed allocation: %d rewinds, want 1", n)
 	}
